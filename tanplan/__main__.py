@@ -1,0 +1,5 @@
+import sys
+
+from tanplan.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""`tanplan` command line: one sub-command per stage, each in tanplan/commands/<name>.py.
+
+A command module defines HELP, configure(parser) and run(args) -> exit code, and imports anything heavy
+(JAX, pandas, matplotlib, Ray) inside run(), so that `tanplan plan` stays fast. Errors become exit codes
+here: 2 bad input, 3 privacy budget exceeded, 1 internal error; always one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from tanplan import __version__
+from tanplan.errors import TanplanError, UsageError
+
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (one line, exit 2) instead of printing usage and exiting."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _load(name: str):
+    return importlib.import_module(f"tanplan.commands.{name}")
+
+
+def build_parser(commands=COMMANDS) -> argparse.ArgumentParser:
+    parser = _Parser(prog="tanplan", description="Plan, simulate and launch DP-SGD with the TAN scaling laws.")
+    parser.add_argument("--version", action="version", version=f"tanplan {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in commands:
+        try:
+            module = _load(name)
+        except ModuleNotFoundError as err:
+            if err.name != f"tanplan.commands.{name}":
+                raise
+            continue  # stage not built yet
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        # Build only the parser of the command asked for: the others may import more.
+        wanted = [a for a in argv[:1] if a in COMMANDS]
+        parser = build_parser(wanted or COMMANDS)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help()
+            return 2
+        return int(args._run(args) or 0)
+    except TanplanError as err:
+        print(f"tanplan: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("tanplan: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # an internal error: one line unless TANPLAN_DEBUG asks for the traceback
+        if os.environ.get("TANPLAN_DEBUG"):
+            raise
+        print(f"tanplan: internal error: {type(err).__name__}: {err} (set TANPLAN_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

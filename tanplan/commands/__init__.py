@@ -1,0 +1,1 @@
+"""One module per CLI sub-command: HELP, configure(parser), run(args) -> exit code."""

@@ -1,0 +1,65 @@
+"""argparse value types whose errors name the value and what is allowed, and shared output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+
+def _number(text: str, kind):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: must be an integer >= 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: must be > 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """A δ: strictly between 0 and 1."""
+    value = _number(text, float)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: must be in (0, 1)")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """Comma-separated positive integers, e.g. 32,64,128."""
+    return [positive_int(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def float_list(text: str) -> list[float]:
+    return [positive_float(t.strip()) for t in text.split(",") if t.strip()]
+
+
+def print_json(obj) -> None:
+    from tanplan.fileio import _jsonable
+
+    json.dump(obj, sys.stdout, indent=2, default=_jsonable, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def print_table(rows: list[tuple[str, str]], title: str | None = None) -> None:
+    """A compact two-column table for humans."""
+    if title:
+        print(title)
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")

@@ -1,0 +1,35 @@
+"""Errors the CLI turns into exit codes (DESIGN.md, Conventions).
+
+UsageError -> 2 (bad input, one line naming the value and what is allowed);
+BudgetExceeded -> 3 (a privacy budget would be exceeded); TrainingDiverged -> 1.
+"""
+
+
+class TanplanError(Exception):
+    """Base class: the message is shown to the user as one line."""
+
+    exit_code = 1
+
+
+class UsageError(TanplanError, ValueError):
+    """Invalid input: the message names the value and what is allowed."""
+
+    exit_code = 2
+
+
+class BudgetExceeded(TanplanError):
+    """A run or release would spend more privacy than the budget allows."""
+
+    exit_code = 3
+
+
+class TrainingDiverged(TanplanError):
+    """Training stopped on a non-finite loss; the last good checkpoint is kept."""
+
+    exit_code = 1
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise UsageError(message) unless condition holds."""
+    if not condition:
+        raise UsageError(message)

@@ -1,0 +1,125 @@
+"""`tanplan plan` and `tanplan proxy`: JSON figures, reports, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tanplan.cli import main
+
+IMAGENET = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps", "72000", "--delta", "8e-7"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_json_has_the_documented_keys(capsys):
+    code, out, _ = run_cli(capsys, "plan", *IMAGENET, "--sigma", "2.5", "--json", "--accountant", "both")
+    assert code == 0
+    result = json.loads(out)
+    for key in ("dataset_size", "batch_size", "steps", "sigma", "delta", "q", "eta", "eta_step", "tan", "eps_tan",
+                "eps_rdp", "eps_pld", "regime"):
+        assert key in result
+    assert isinstance(result["eps_rdp"], float) and abs(result["eps_rdp"] - 7.97) < 0.1
+    assert result["eps_pld"] < result["eps_rdp"]
+    assert result["regime"] == "tan"
+
+
+def test_plan_with_epsilon_calibrates_sigma(capsys):
+    code, out, _ = run_cli(capsys, "plan", *IMAGENET, "--epsilon", "8", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["eps_rdp"] <= 8 and result["eps_rdp"] > 7.92
+    assert result["sigma"] == pytest.approx(2.49, abs=0.02)
+
+
+def test_overcharged_plan_gets_concrete_advice(capsys):
+    code, out, _ = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "256", "--steps", "2000",
+                           "--sigma", "1.0")
+    assert code == 0
+    assert "overcharged" in out
+    assert "multiply B and σ by k=2" in out and "exact ε drops from" in out
+
+
+def test_delta_above_one_over_n_warns(capsys):
+    code, _, err = run_cli(capsys, "plan", "--dataset-size", "1000", "--batch-size", "100", "--steps", "10",
+                           "--sigma", "3", "--delta", "0.01")
+    assert code == 0 and "exceeds 1/N" in err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--dataset-size", "100", "--batch-size", "200", "--steps", "10", "--sigma", "1"], "--batch-size 200"),
+    (["--dataset-size", "100", "--batch-size", "0", "--steps", "10", "--sigma", "1"], "0 is not allowed"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "0", "--sigma", "1"], "0 is not allowed"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "-1"], "-1.0 is not allowed"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "0"], "0.0 is not allowed"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--epsilon", "0"], "0.0 is not allowed"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "1", "--delta", "1"], "(0, 1)"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "1", "--delta", "0"], "(0, 1)"),
+    (["--dataset-size", "ten", "--batch-size", "10", "--steps", "10", "--sigma", "1"], "'ten' is not a whole number"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "nan"], "not a finite number"),
+    (["--dataset-size", "100", "--steps", "10", "--sigma", "1"], "--batch-size"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10"], "one of the arguments --sigma --epsilon"),
+    (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "1", "--epsilon", "1"],
+     "not allowed with argument"),
+    (["--dataset-size", "100000", "--batch-size", "10", "--steps", "10", "--epsilon", "0.001"], "cannot be reached"),
+])
+def test_plan_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
+    code, out, err = run_cli(capsys, "plan", *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("tanplan: error:")
+    assert fragment in err
+    assert out == ""
+
+
+def test_bad_input_from_a_real_process_has_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tanplan", "plan", "--dataset-size", "100", "--batch-size", "200",
+                           "--steps", "10", "--sigma", "1", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "r").exists()  # nothing written on bad input
+
+
+def test_proxy_json_keys_and_constant_eta_step(capsys):
+    code, out, _ = run_cli(capsys, "proxy", *IMAGENET, "--sigma", "2.5", "--proxy-batch-size", "128", "--json")
+    assert code == 0
+    row = json.loads(out)
+    for key in ("proxy_batch_size", "proxy_sigma", "steps", "eta_step", "savings"):
+        assert key in row
+    assert row["proxy_batch_size"] == 128 and row["steps"] == 72000
+    assert row["proxy_sigma"] == pytest.approx(2.5 * 128 / 16384)
+    assert row["savings"] == pytest.approx(128.0)
+    assert row["eta_step"] == pytest.approx((16384 / 1281167) / (2**0.5 * 2.5))
+    assert "no guarantee" in row["note"] and "not accounted" in row["note"]
+
+
+def test_proxy_savings_and_several_sizes(capsys):
+    code, out, _ = run_cli(capsys, "proxy", *IMAGENET, "--sigma", "2.5", "--savings", "64", "--json")
+    assert code == 0 and json.loads(out)["proxy_batch_size"] == 256
+    code, out, _ = run_cli(capsys, "proxy", *IMAGENET, "--sigma", "2.5", "--proxy-batch-size", "128",
+                           "--proxy-batch-size", "512", "--json")
+    assert [r["proxy_batch_size"] for r in json.loads(out)] == [128, 512]
+    code, out, _ = run_cli(capsys, "proxy", *IMAGENET, "--sigma", "2.5", "--proxy-batch-size", "128")
+    assert "simulation for choosing hyper-parameters" in out
+
+
+def test_proxy_larger_than_target_is_exit_2(capsys):
+    code, _, err = run_cli(capsys, "proxy", *IMAGENET, "--sigma", "2.5", "--proxy-batch-size", "20000")
+    assert code == 2 and "20000" in err
+
+
+def test_plan_report_writes_tables_and_three_figures(capsys, tmp_path):
+    out_dir = tmp_path / "report"
+    code, out, _ = run_cli(capsys, "plan", "--dataset-size", "60000", "--batch-size", "4096", "--steps", "100",
+                           "--sigma", "4", "--out", str(out_dir), "--json")
+    assert code == 0
+    for name in ("report.md", "proxy_family.csv", "privacy_family.csv", "privacy_wall.png", "rdp_ratio.png",
+                 "families.png"):
+        assert (out_dir / name).stat().st_size > 0, name
+    text = (out_dir / "report.md").read_text()
+    assert "never a guarantee" in text and "![privacy wall](privacy_wall.png)" in text
+    assert (out_dir / "privacy_wall.png").read_bytes()[:4] == b"\x89PNG"
