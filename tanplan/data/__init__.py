@@ -1,0 +1,25 @@
+"""Datasets (numpy, loaded by name) and augmentations (pure JAX, one example at a time).
+
+Loading data imports no JAX; the augmentation names are imported on first use, so that
+`from tanplan.data import load_dataset` stays cheap.
+"""
+
+from tanplan.data.dataset import Dataset
+from tanplan.data.load import available_datasets, load_dataset
+
+_LAZY = {
+    "make_augmentation": "tanplan.data.augment",
+    "available_augmentations": "tanplan.data.augment",
+    "augtest_predict": "tanplan.data.augtest",
+    "majority_vote": "tanplan.data.augtest",
+}
+
+__all__ = ["Dataset", "available_datasets", "load_dataset", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'tanplan.data' has no attribute {name!r}")

@@ -1,0 +1,100 @@
+"""The in-memory dataset every loader returns, and the checks every loader runs before returning it.
+
+Normalisation uses fixed, public constants (or none): statistics computed from the private training
+set would be a release that DP-SGD's accounting does not cover.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tanplan.errors import UsageError
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """Train and test arrays in numpy, ready for the model.
+
+    Images are NHWC float32, already normalised as ``(pixel - mean) / std`` with pixels in [0, 1];
+    ``mean`` and ``std`` hold the per-channel constants so that augmentations that work in pixel space
+    (colour jitter) can undo it. 1D signals are (n, length, channels) float32, with mean/std None.
+    Labels are int32 in [0, num_classes). Loaders may pass num_classes=0 to validated(), which then
+    infers it as the largest label + 1.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    @property
+    def num_train(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def num_test(self) -> int:
+        return int(self.x_test.shape[0])
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one example, without the batch axis."""
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def data_kind(self) -> str:
+        """"image" for (H, W, C) examples, "1d" for (length, channels); selects the augmentations."""
+        return "image" if self.x_train.ndim == 4 else "1d"
+
+
+def validated(ds: Dataset, source: str) -> Dataset:
+    """Return ds with canonical dtypes, or raise UsageError naming `source` and what is wrong."""
+    x_train = np.asarray(ds.x_train, dtype=np.float32)
+    x_test = np.asarray(ds.x_test, dtype=np.float32)
+    y_train = _labels(ds.y_train, f"{source}: y_train")
+    y_test = _labels(ds.y_test, f"{source}: y_test")
+    if x_train.ndim not in (3, 4):
+        raise UsageError(f"{source}: x_train has shape {x_train.shape}; expected (n, length, channels) "
+                         "or (n, height, width, channels)")
+    if x_train.shape[1:] != x_test.shape[1:]:
+        raise UsageError(f"{source}: x_train examples have shape {x_train.shape[1:]} but x_test "
+                         f"examples have shape {x_test.shape[1:]}")
+    for split, x, y in (("train", x_train, y_train), ("test", x_test, y_test)):
+        if len(x) != len(y):
+            raise UsageError(f"{source}: x_{split} has {len(x)} examples but y_{split} has {len(y)} labels")
+        if len(x) == 0:
+            raise UsageError(f"{source}: the {split} split is empty")
+        if not np.isfinite(x).all():
+            raise UsageError(f"{source}: x_{split} holds NaN or infinite values")
+    labels = np.concatenate([y_train, y_test])
+    num_classes = int(ds.num_classes) if ds.num_classes > 0 else int(labels.max()) + 1
+    if labels.min() < 0 or labels.max() >= num_classes:
+        raise UsageError(f"{source}: labels must lie in [0, {num_classes}); found "
+                         f"{int(labels.min())}..{int(labels.max())}")
+    if num_classes < 2:
+        raise UsageError(f"{source}: found {num_classes} class; a classifier needs at least 2")
+    return Dataset(ds.name, x_train, y_train, x_test, y_test, num_classes, ds.mean, ds.std)
+
+
+def _labels(y, what: str) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise UsageError(f"{what} has shape {y.shape}; expected one integer label per example")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not np.issubdtype(y.dtype, np.floating) or not np.isfinite(y).all() or (y != np.round(y)).any():
+            raise UsageError(f"{what} must hold integer class labels (dtype {y.dtype})")
+    return y.astype(np.int32)
+
+
+def normalise_images(pixels01: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
+    """(pixel - mean) / std per channel, float32; pixels01 is NHWC in [0, 1]."""
+    m = np.asarray(mean, np.float32)
+    s = np.asarray(std, np.float32)
+    return ((pixels01.astype(np.float32) - m) / s).astype(np.float32)

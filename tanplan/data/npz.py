@@ -1,0 +1,56 @@
+"""Any dataset stored as one .npz file with x_train, y_train, x_test, y_test.
+
+The arrays are used as given (cast to float32): normalise them beforehand with public constants.
+uint8 arrays are taken as pixels and scaled to [0, 1]. Shapes: (n, d) is read as a 1D signal
+(n, d, 1); (n, length, channels) as 1D; (n, height, width, channels) as images (NHWC).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tanplan.data.dataset import Dataset
+from tanplan.errors import UsageError
+
+KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def load_npz(path) -> Dataset:
+    if path is None or str(path) == "":
+        raise UsageError("data.path is empty: the npz dataset needs a .npz file with " + ", ".join(KEYS))
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UsageError(f"npz file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in KEYS if k not in f.files]
+            if missing:
+                raise UsageError(f"{path} lacks {', '.join(missing)}; it must hold {', '.join(KEYS)} "
+                                 f"(found: {', '.join(f.files) or 'nothing'})")
+            arrays = {k: f[k] for k in KEYS}
+    except UsageError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise UsageError(f"cannot read {path} as .npz: {e}") from None
+    x_train, x_test = _inputs(arrays["x_train"], path, "x_train"), _inputs(arrays["x_test"], path, "x_test")
+    # num_classes=0: validated() infers it from the largest label once the labels are checked.
+    return Dataset("npz", x_train, arrays["y_train"], x_test, arrays["y_test"], num_classes=0)
+
+
+def _inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:
+    if x.dtype == np.uint8:
+        x = x.astype(np.float32) / 255.0
+    elif not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+        raise UsageError(f"{path}: {key} has dtype {x.dtype}; expected numbers")
+    if x.ndim == 2:
+        x = x[..., None]
+    if x.ndim == 4 and x.shape[1] in (1, 3) and x.shape[3] not in (1, 3):
+        raise UsageError(f"{path}: {key} has shape {x.shape}, which looks channels-first; store images "
+                         "as (n, height, width, channels)")
+    if x.ndim not in (3, 4):
+        raise UsageError(f"{path}: {key} has shape {x.shape}; expected (n, d), (n, length, channels) "
+                         "or (n, height, width, channels)")
+    return x.astype(np.float32)
