@@ -20,4 +20,15 @@ def _configure_xla_flags() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} {_CPU_FLAG}".strip()
 
 
+def _configure_compilation_cache() -> None:
+    """Reuse compiled programs across processes: proxy runs, sweep trials and tests share shapes, and on a
+    small CPU compiling costs more than a short run. TANPLAN_NO_JAX_CACHE=1 or the user's own setting wins."""
+    if os.environ.get("TANPLAN_NO_JAX_CACHE") or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    root = os.environ.get("TANPLAN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tanplan")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+
+
 _configure_xla_flags()
+_configure_compilation_cache()

@@ -1,0 +1,56 @@
+"""`tanplan fit`: the batch scaling law over proxy batch sizes, or the privacy-parameter search."""
+
+from __future__ import annotations
+
+from tanplan.commands._args import float_list, int_list, positive_int, print_json
+
+HELP = "fit accuracy = a + b·ln B over proxy batch sizes and predict the target (or search S at constant η)"
+
+
+def configure(parser) -> None:
+    parser.add_argument("--config", required=True, help="experiment TOML")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--best", help="best.json of a sweep: its configuration is the one trained")
+    parser.add_argument("--batch-sizes", type=int_list, help="proxy batch sizes, e.g. 32,64,128,256")
+    parser.add_argument("--seeds", type=positive_int, help="seeds per batch size (default [fit] seeds)")
+    parser.add_argument("--vary", choices=("batch", "steps"), default="batch",
+                        help="batch: the scaling law; steps: the privacy-parameter search at constant η and σ")
+    parser.add_argument("--factors", type=float_list, help="k values for --vary steps (S·k², B/k)")
+    parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps (default: the "
+                        "smallest of --batch-sizes)")
+    parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from tanplan import fit
+    from tanplan.config import load_config
+
+    cfg = load_config(args.config, args.set)
+    cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
+    section = fit.fit_section(cfg)
+    sizes = args.batch_sizes or list(section.batch_sizes)
+    seeds = args.seeds or section.seeds
+    out = Path(args.out)
+    log = (lambda *a, **k: None) if args.json else print
+    if args.vary == "steps":
+        result = fit.privacy_parameter_search(cfg, args.factors or list(section.factors),
+                                              args.proxy_batch_size or min(sizes), seeds, out, log=log)
+        if args.json:
+            print_json(result)
+        else:
+            best = result["best"]
+            print(f"best k = {best['k']:g}: full-scale B = {best['batch_size']}, S = {best['steps']}, "
+                  f"σ = {best['sigma']:.4g}, exact ε (RDP) = {best['eps_rdp']:.4g}, proxy accuracy "
+                  f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
+        return 0
+    result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, log=log)
+    fit.write_fit_report(result, out)
+    if args.json:
+        print_json(result)
+    else:
+        print(fit.fit_markdown(result))
+        print(f"figure: {out / 'scaling_law.png'}")
+    return 0

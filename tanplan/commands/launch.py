@@ -1,0 +1,56 @@
+"""`tanplan launch`: the full-scale run, refused (exit 3) before any step if it would exceed the budget."""
+
+from __future__ import annotations
+
+from tanplan.commands._args import positive_int, print_json
+
+HELP = "run the full-scale DP-SGD training of a config, exactly accounted (exit 3 if over the ε budget)"
+
+
+def non_negative_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed: use an integer >= 0")
+    return value
+
+
+def configure(parser) -> None:
+    parser.add_argument("--config", required=True, help="experiment TOML")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--best", help="best.json of a sweep: its configuration is the one launched")
+    parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the last checkpoint in DIR exactly (same batches and noise)")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local",
+                        help="local: every local device (default); ray: workers through Ray Train's JaxTrainer")
+    parser.add_argument("--num-workers", type=positive_int, default=1, help="ray: number of worker processes")
+    parser.add_argument("--gpus-per-worker", type=non_negative_int, default=0, help="ray: GPUs per worker (0 = CPU)")
+    parser.add_argument("--address", help="ray: address of a running cluster (default: start a local one)")
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args) -> int:
+    from tanplan import fit
+    from tanplan.config import load_config
+    from tanplan.errors import UsageError
+    from tanplan.launch import launch
+
+    cfg = load_config(args.config, args.set)
+    cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
+    if args.backend == "local" and (args.num_workers != 1 or args.gpus_per_worker or args.address):
+        raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
+                         "use --backend ray")
+    result = launch(cfg, args.out, progress=not args.json, backend=args.backend, resume=args.resume,
+                    num_workers=args.num_workers, gpus_per_worker=args.gpus_per_worker, address=args.address)
+    if args.json:
+        print_json(result)
+    else:
+        s, a = result["summary"], result["accounting"]
+        eps = f"ε = {a['epsilon_rdp']:.4g} (RDP), {a['epsilon_pld']:.4g} (PLD) at δ = {a['delta']:.3g}" if a else "non-private"
+        print(f"test accuracy {s['test_accuracy']:.4f}; {eps}; {result['wall_seconds']:.1f} s")
+    return 0

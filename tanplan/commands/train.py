@@ -1,0 +1,45 @@
+"""`tanplan train --config FILE [--set section.key=value ...] [--out DIR] [--json]`."""
+
+from __future__ import annotations
+
+HELP = "train one DP-SGD run from a TOML config; writes summary.json, metrics.jsonl and a checkpoint"
+
+
+def configure(parser) -> None:
+    parser.add_argument("--config", default=None, help="TOML config (default: built-in defaults, mnist1d)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a config key, e.g. --set train.steps=300 (repeatable)")
+    parser.add_argument("--out", default=None, metavar="DIR", help="write config, metrics, summary, checkpoint here")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from pathlib import Path
+
+    from tanplan.commands._args import print_json, print_table
+    from tanplan.config import load_config
+
+    cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
+    from tanplan.train import train_and_evaluate
+
+    summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, progress=not args.quiet)
+    if args.json:
+        print_json(summary)
+        return 0
+    fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
+    rows = [
+        ("test accuracy", fmt(summary["test_accuracy"], "{:.4f}")),
+        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')}"),
+        ("delta", fmt(summary["delta"])),
+        ("batch size, steps, sigma", f"{summary['batch_size']}, {summary['steps']}, {fmt(summary['sigma'])}"),
+        ("wall time", f"{summary['wall_seconds']:.1f} s"),
+        ("samples/s", fmt(summary["samples_per_second"], "{:.0f}")),
+        ("params checksum", summary["params_checksum"]),
+    ]
+    if "test_accuracy_augtest" in summary:
+        rows.insert(1, ("test accuracy (AugTest)", fmt(summary["test_accuracy_augtest"], "{:.4f}")))
+    if args.out:
+        rows.append(("written to", args.out))
+    print_table(rows, title=f"tanplan train: {cfg.experiment.name}" + ("" if summary["private"] else " (non-private)"))
+    return 0

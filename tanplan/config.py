@@ -1,0 +1,292 @@
+"""Typed experiment configuration: TOML files in experiments/, dotted `section.key=value` overrides.
+
+A Config is data (frozen dataclasses, one per section); stages interpret it. Every key has a default,
+a type and, where it matters, a range or a set of allowed values, so that a typo or a bad value stops
+the run before any compute with one line naming the key and what is allowed (UsageError, exit 2).
+
+    >>> cfg = load_config(None, ["train.steps=10", "privacy.epsilon=2"])
+    >>> cfg.train.steps, cfg.privacy.epsilon
+    (10, 2.0)
+
+Other stages may add sections (e.g. [sweep], [fit]) with `register_section(name, dataclass_type)`;
+they are then read, validated and written like the built-in ones and reached as `cfg.sweep`.
+No JAX here: loading a config must stay cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tanplan.errors import UsageError
+
+
+def _f(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False, hi_open=False):
+    """A config field with its allowed values: choices, or a range [lo, hi] (open ends optional)."""
+    meta = {"doc": doc, "choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str = _f("mnist1d", "experiment name, used in reports")
+    seed: int = _f(0, "seed of initialisation, sampling, augmentation and noise", lo=0)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    dataset: str = _f("mnist1d", "mnist1d | mnist5k | cifar10 | npz (see tanplan.data)")
+    path: str = _f("", "directory (cifar10) or .npz file (npz)")
+    num_samples: int = _f(60000, "mnist1d: examples generated in total (80% train)", lo=1)
+    augmentation: str = _f("none", "augmentation family (see tanplan.data)")
+    aug_mult: int = _f(1, "AugMult K: augmentations per example, gradients averaged before clipping", lo=1)
+    aug_test: bool = _f(False, "majority vote over K test-time augmentations")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = _f("cnn1d", "model name (see tanplan.models)")
+    width: int = _f(0, "0 = the model's default", lo=0)
+    depth: int = _f(0, "0 = the model's default", lo=0)
+    norm_order: str = _f("conv_gn_relu", "order of GroupNorm and ReLU", choices=("conv_gn_relu", "conv_relu_gn"))
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    epsilon: float = _f(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
+    sigma: float = _f(0.0, "noise multiplier; 0 = calibrate from epsilon", lo=0)
+    delta: float = _f(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
+    clip_norm: float = _f(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
+    accountant: str = _f("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
+    private: bool = _f(True, "false = non-private: no clipping, no noise")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = _f(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
+    steps: int = _f(200, "number of steps S", lo=1)
+    proxy_batch_size: int = _f(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
+    physical_batch_size: int = _f(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
+    optimizer: str = _f("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
+    learning_rate: float = _f(4.0, "peak learning rate", lo=0, lo_open=True)
+    momentum: float = _f(0.0, "SGD momentum", lo=0, hi=1)
+    dampening: float = _f(0.0, "SGD dampening (PyTorch semantics)", lo=0, hi=1)
+    nesterov: bool = _f(False, "SGD Nesterov momentum")
+    weight_decay: float = _f(0.0, "L2 (sgd, adam) or decoupled (adamw) weight decay", lo=0)
+    schedule: str = _f("constant", "learning-rate schedule after warm-up", choices=("constant", "cosine"))
+    warmup_steps: int = _f(0, "linear warm-up steps", lo=0)
+    ema_decay: float = _f(0.0, "EMA of the weights; 0 = off", lo=0, hi=1, hi_open=True)
+    eval_every: int = _f(50, "evaluate every this many steps (and at the end)", lo=1)
+    eval_batch_size: int = _f(1024, "rows per evaluation batch", lo=1)
+    checkpoint_every: int = _f(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
+    grad_method: str = _f("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
+                          choices=("auto", "ghost", "vmap"))
+    # Pre-pruning and gradient dropping (seeds/002; tanplan.dp.pruning, tanplan.dp.grad_drop)
+    prune_method: str = _f("none", "pre-pruning of each layer's weights before training",
+                           choices=("none", "random", "synflow", "dp_snip"))
+    prune_rate: float = _f(0.0, "fraction of each layer's weights pruned (kept at 0, never updated)", lo=0, hi=0.9)
+    grad_drop_method: str = _f("none", "per-step dropping of gradient coordinates (no noise there, not updated)",
+                               choices=("none", "random", "magnitude"))
+    grad_drop_rate: float = _f(0.0, "fraction of each layer's kept weights dropped at every step", lo=0, hi=0.9)
+    snip_budget_share: float = _f(0.1, "dp_snip: share of privacy.epsilon spent on the SNIP release",
+                                  lo=0, hi=1, lo_open=True, hi_open=True)
+
+
+_CORE_SECTIONS: dict[str, type] = {
+    "experiment": ExperimentConfig,
+    "data": DataConfig,
+    "model": ModelConfig,
+    "privacy": PrivacyConfig,
+    "train": TrainConfig,
+}
+_EXTRA_SECTIONS: dict[str, type] = {}
+
+
+def register_section(name: str, section_type: type) -> None:
+    """Make [name] a valid section whose keys are the fields of the frozen dataclass section_type."""
+    if name in _CORE_SECTIONS:
+        raise ValueError(f"section {name!r} is built in")
+    _EXTRA_SECTIONS[name] = section_type
+
+
+_EXTENSION_MODULES = ("tanplan.sweep_space", "tanplan.fit")  # each registers its section on import
+
+
+def _sections() -> dict[str, type]:
+    import importlib
+
+    for name in _EXTENSION_MODULES:  # any process (a Ray worker too) reads every section of a config
+        importlib.import_module(name)
+    return {**_CORE_SECTIONS, **_EXTRA_SECTIONS}
+
+
+@dataclass(frozen=True)
+class Config:
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # registered sections, by name
+
+    def __getattr__(self, name: str):
+        extra = self.__dict__.get("extra", {})
+        if name in extra:
+            return extra[name]
+        if name in _EXTRA_SECTIONS:
+            return _EXTRA_SECTIONS[name]()
+        raise AttributeError(name)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """Nested plain dict {section: {key: value}}, registered sections included."""
+        out = {name: dataclasses.asdict(getattr(self, name)) for name in _CORE_SECTIONS}
+        out.update({name: dataclasses.asdict(section) for name, section in self.extra.items()})
+        return out
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
+        """A copy with dotted keys replaced, e.g. {"train.learning_rate": 2.0}; values are validated."""
+        raw = self.to_dict()
+        for dotted, value in overrides.items():
+            section, key = _split_key(dotted)
+            raw.setdefault(section, {})[key] = value
+        return config_from_dict(raw)
+
+    def get(self, dotted: str) -> Any:
+        section, key = _split_key(dotted)
+        return getattr(getattr(self, section), key)
+
+
+def _split_key(dotted: str) -> tuple[str, str]:
+    section, _, key = dotted.partition(".")
+    sections = _sections()
+    if section not in sections:
+        raise UsageError(f"unknown config section {section!r} in {dotted!r}: valid sections are {', '.join(sections)}")
+    valid = [f.name for f in dataclasses.fields(sections[section])]
+    if key not in valid:
+        raise UsageError(f"unknown config key {dotted!r}: valid keys of [{section}] are {', '.join(valid)}")
+    return section, key
+
+
+def _check_value(section: str, fld: dataclasses.Field, value: Any) -> Any:
+    """Coerce value to the field's type and check its range; UsageError naming the key otherwise."""
+    name = f"{section}.{fld.name}"
+    kind = type(fld.default)
+    meta = fld.metadata
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise UsageError(f"{name} = {value!r} is not allowed: must be true or false")
+    elif kind is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+            raise UsageError(f"{name} = {value!r} is not allowed: must be a whole number")
+        value = int(value)
+    elif kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UsageError(f"{name} = {value!r} is not allowed: must be a finite number")
+        value = float(value)
+    elif kind is str:
+        if not isinstance(value, str):
+            raise UsageError(f"{name} = {value!r} is not allowed: must be a string")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise UsageError(f"{name} = {value!r} is not allowed: use one of {', '.join(meta['choices'])}")
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if lo is not None and (value < lo or (meta["lo_open"] and value == lo)):
+        raise UsageError(f"{name} = {value!r} is not allowed: must be {'>' if meta['lo_open'] else '>='} {lo}")
+    if hi is not None and (value > hi or (meta["hi_open"] and value == hi)):
+        raise UsageError(f"{name} = {value!r} is not allowed: must be {'<' if meta['hi_open'] else '<='} {hi}")
+    return value
+
+
+def _section_from_dict(section: str, section_type: type, values: Mapping[str, Any]):
+    if not isinstance(values, Mapping):
+        raise UsageError(f"[{section}] must be a table of keys, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(section_type)}
+    unknown = [k for k in values if k not in fields]
+    if unknown:
+        raise UsageError(f"unknown config key {section}.{unknown[0]}: valid keys of [{section}] are {', '.join(fields)}")
+    return section_type(**{k: _check_value(section, fields[k], v) for k, v in values.items()})
+
+
+def config_from_dict(raw: Mapping[str, Mapping[str, Any]]) -> Config:
+    """A validated Config from {section: {key: value}}; missing keys take their defaults."""
+    sections = _sections()
+    unknown = [s for s in raw if s not in sections]
+    if unknown:
+        raise UsageError(f"unknown config section [{unknown[0]}]: valid sections are {', '.join(sections)}")
+    core = {name: _section_from_dict(name, sections[name], raw.get(name, {})) for name in _CORE_SECTIONS}
+    extra = {name: _section_from_dict(name, sections[name], raw[name]) for name in _EXTRA_SECTIONS if name in raw}
+    cfg = Config(**core, extra=extra)
+    _check_consistency(cfg)
+    return cfg
+
+
+def _check_consistency(cfg: Config) -> None:
+    t = cfg.train
+    if t.proxy_batch_size > t.batch_size:
+        raise UsageError(f"train.proxy_batch_size = {t.proxy_batch_size} is not allowed: must be <= "
+                         f"train.batch_size = {t.batch_size} (0 = no proxy)")
+    if t.nesterov and (t.momentum == 0 or t.dampening != 0):
+        raise UsageError("train.nesterov = true is not allowed with momentum = 0 or dampening != 0 "
+                         "(Nesterov needs momentum > 0 and no dampening)")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """"section.key=value" -> ("section.key", value); value read as a TOML scalar, else as a string."""
+    key, sep, value_text = text.partition("=")
+    key = key.strip()
+    if not sep or "." not in key:
+        raise UsageError(f"--set {text!r} is not allowed: use section.key=value, e.g. train.steps=300")
+    section, name = _split_key(key)
+    value_text = value_text.strip()
+    try:
+        value = tomllib.loads(f"v = {value_text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = value_text
+    fld = next(f for f in dataclasses.fields(_sections()[section]) if f.name == name)
+    if isinstance(fld.default, str) and not isinstance(value, str):
+        value = value_text  # e.g. experiment.name=123 stays the text the user typed
+    return key, value
+
+
+def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Config:
+    """Read a TOML config (None = all defaults) and apply "section.key=value" overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise UsageError(f"config file {str(path)!r} does not exist")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as err:
+            raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    cfg = config_from_dict(raw)
+    parsed = dict(parse_override(o) for o in overrides)
+    return cfg.with_overrides(parsed) if parsed else cfg
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):  # e.g. [sweep] space: an inline table with quoted (dotted) keys
+        return "{ " + ", ".join(f"{_toml_value(str(k))} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def config_to_toml(cfg: Config) -> str:
+    """The config as TOML text that load_config reads back to an equal Config."""
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,380 @@
+"""Clipped gradient sums from per-layer norms, without materialising per-example gradients.
+
+The vmap route (tanplan.dp.clipping, jax-privacy's `clipped_grad`) builds every example's full gradient:
+B copies of the model's gradient, and convolutions run one example at a time. Here instead:
+
+1. one forward and backward pass of Σ_i loss_i with a zero "perturbation" added to the output of every
+   parameterised layer gives, for each layer l, its inputs a_l and the gradients δ_l of its outputs;
+   rows do not interact (no BatchNorm), so row i of δ_l is example i's own;
+2. the squared norm of example i's gradient is Σ_l ||∂loss_i/∂θ_l||², each term computed from
+   (a_l,i, δ_l,i) alone: for Dense and Conv (through patches) from a_i^T·δ_i, either directly or by the
+   "ghost" Gram identity ||a^T δ||² = <a a^T, δ δ^T> when that is cheaper (Li et al. 2022, Bu et al.
+   2022); for any other layer (GroupNorm, LayerNorm, ...) by vmapping its own vjp over examples;
+3. w_i = min(1, C/||g_i||) (0 for padding rows and for non-finite norms), and the clipped sum
+   Σ_i w_i·g_i = Σ_l vjp_θl(layer_l)(w ⊙ δ_l): one batched weight-gradient per layer ("book-keeping").
+
+Guarantee: the result equals Σ_i clip_C(g_i) up to floating-point rounding, so adding or removing one
+example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as tanplan.accounting
+assumes. It relies on every parameter living in exactly one layer called once per example row;
+`unsupported_reason` checks that structure and compares the norms with directly computed per-example
+gradients on a small batch before a run uses this route (train.grad_method = "auto" falls back to the
+vmap route otherwise). Per-example losses and accuracies come back unprivatised (diagnostics only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tanplan.dp import augmult
+
+_HIGHEST = jax.lax.Precision.HIGHEST  # norms decide the clipping: no reduced-precision matmuls there
+
+
+@dataclasses.dataclass
+class _Call:
+    path: tuple[str, ...]
+    module: nn.Module  # unbound copy of the layer, to re-apply it to its recorded input
+    out_shape: jax.ShapeDtypeStruct
+    in_rows: int
+
+
+class _Tape:
+    """Method interceptor: records each parameterised layer's input; adds perturbations to outputs."""
+
+    def __init__(self, perturbations=None):
+        self.perturbations = perturbations
+        self.calls: list[_Call] = []
+        self.inputs: list[jax.Array] = []
+        self.problems: list[str] = []
+
+    def __call__(self, next_fun, args, kwargs, context):
+        module = context.module
+        params = module.variables.get("params", {}) if module.scope is not None else {}
+        own = [k for k, v in params.items() if not isinstance(v, dict) and not hasattr(v, "items")]
+        if not own:
+            return next_fun(*args, **kwargs)
+        path = "/".join(module.path)
+        if len(own) != len(params):
+            self.problems.append(f"layer {path} owns parameters and sub-layers")
+        if context.method_name != "__call__":
+            if context.method_name != "setup" and not context.method_name.startswith("_"):
+                self.problems.append(f"layer {path} is used through its method {context.method_name}")
+            return next_fun(*args, **kwargs)
+        if len(args) != 1 or kwargs:
+            self.problems.append(f"layer {path} is called with more than one input")
+        out = next_fun(*args, **kwargs)
+        index = len(self.calls)
+        x = args[0]
+        self.calls.append(_Call(tuple(module.path), module.clone(parent=None),
+                                jax.ShapeDtypeStruct(jnp.shape(out), jnp.result_type(out)), jnp.shape(x)[0]))
+        self.inputs.append(x)
+        if self.perturbations is not None:
+            out = out + self.perturbations[index]
+        return out
+
+
+def _record(losses_fn, params, x, y, keys, mask, perturbations=None):
+    tape = _Tape(perturbations)
+    with nn.intercept_methods(tape):
+        losses, acc = losses_fn(params, x, y, keys)
+    total = jnp.sum(jnp.where(mask, losses, 0.0))
+    return total, (losses, acc, tape)
+
+
+def _leaf_paths(params) -> dict[tuple[str, ...], Any]:
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {tuple(str(getattr(k, "key", k)) for k in path): leaf for path, leaf in flat}
+
+
+def _structure_problems(calls: list[_Call], tape_problems: list[str], params, rows: int) -> list[str]:
+    problems = list(tape_problems)
+    leaves = _leaf_paths(params)
+    covered: dict[tuple[str, ...], int] = {}
+    for call in calls:
+        sub = _subtree(params, call.path)
+        if sub is None:
+            problems.append(f"layer {'/'.join(call.path)} has no parameters at its path")
+            continue
+        for leaf_path in _leaf_paths(sub):
+            covered[call.path + leaf_path] = covered.get(call.path + leaf_path, 0) + 1
+        if call.in_rows != rows or (call.out_shape.shape[:1] != (rows,)):
+            problems.append(f"layer {'/'.join(call.path)} does not keep one row per example")
+    for path in leaves:
+        if covered.get(path, 0) == 0:
+            problems.append(f"parameter {'/'.join(path)} is outside every layer call")
+        elif covered[path] > 1:
+            problems.append(f"parameter {'/'.join(path)} is used by more than one call (shared weights)")
+    return problems
+
+
+def _subtree(params, path):
+    node = params
+    for name in path:
+        if not hasattr(node, "keys") or name not in node:
+            return None
+        node = node[name]
+    return node
+
+
+# ----------------------------------------------------------------------------------------------------
+# Per-example squared norms of one layer
+
+
+def _outer_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
+    """||a_i^T d_i||_F² per example for a (n, T, D), d (n, T, O): directly or by Gram matrices."""
+    n, t, dim_in = a.shape
+    dim_out = d.shape[-1]
+    if t == 1:
+        return jnp.sum(a[:, 0] ** 2, -1) * jnp.sum(d[:, 0] ** 2, -1)
+    if t * (dim_in + dim_out) < dim_in * dim_out:
+        gram_a = jnp.einsum("ntd,nsd->nts", a, a, precision=_HIGHEST)
+        gram_d = jnp.einsum("nto,nso->nts", d, d, precision=_HIGHEST)
+        return jnp.sum(gram_a * gram_d, axis=(1, 2))
+    g = jnp.einsum("ntd,nto->ndo", a, d, precision=_HIGHEST)
+    return jnp.sum(g**2, axis=(1, 2))
+
+
+def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True):
+    """Per-example squared norms and the weighted sum for a layer whose gradient is a^T·δ (+ Σδ).
+
+    a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients.
+    """
+    a = a.reshape(n, -1, a.shape[-1]).astype(jnp.float32)
+    d = d.reshape(n, -1, d.shape[-1]).astype(jnp.float32)
+    sq = None
+    if need_norms:
+        sq = _outer_sq_norms(a, d)
+        if use_bias:
+            sq = sq + jnp.sum(jnp.sum(d, 1) ** 2, -1)
+
+    def weighted(w):
+        keep = (w > 0)[:, None, None]
+        dw = jnp.where(keep, d * w[:, None, None], 0.0)  # where, not product: padding rows may hold inf/nan
+        grads = {"kernel": jnp.einsum("ntd,nto->do", jnp.where(keep, a, 0.0), dw).reshape(kernel_shape)}
+        if use_bias:
+            grads["bias"] = jnp.sum(dw, axis=(0, 1))
+        return grads
+
+    return sq, weighted
+
+
+def _conv_geometry(module: nn.Conv, rank: int):
+    """(kernel size, strides, dilation, lax padding, pre-pad) of a flax Conv, or None if unsupported."""
+    kernel = (module.kernel_size,) if isinstance(module.kernel_size, int) else tuple(module.kernel_size)
+    if len(kernel) != rank:
+        return None
+    bc = lambda v: (1,) * rank if v is None else ((v,) * rank if isinstance(v, int) else tuple(v))  # noqa: E731
+    strides, dilation, in_dilation = bc(module.strides), bc(module.kernel_dilation), bc(module.input_dilation)
+    if any(v != 1 for v in in_dilation) or module.feature_group_count != 1 or module.mask is not None:
+        return None
+    if not module.shared_weights:
+        return None
+    padding = nn.linear.canonicalize_padding(module.padding, rank)
+    prepad = None
+    if padding in ("CIRCULAR", "REFLECT"):
+        sizes = [(k - 1) * r + 1 for k, r in zip(kernel, dilation)]
+        prepad = ([(0, 0)] + [((s - 1) // 2, s // 2) for s in sizes] + [(0, 0)],
+                  {"CIRCULAR": "wrap", "REFLECT": "reflect"}[padding])
+        padding = "VALID"
+    elif padding == "CAUSAL":
+        if rank != 1:
+            return None
+        prepad = ([(0, 0), (dilation[0] * (kernel[0] - 1), 0), (0, 0)], "constant")
+        padding = "VALID"
+    return kernel, strides, dilation, padding, prepad
+
+
+def _patches(a, kernel, strides, dilation, padding):
+    """(n, *spatial, C) -> (n, *out_spatial, prod(kernel)·C) by strided slices of the padded input.
+
+    lax.conv_general_dilated_patches would do it as a convolution with a one-hot kernel, C times the
+    work of the convolution itself on CPU; slicing is only data movement. Column order is irrelevant
+    here: only norms of patches^T·δ are taken.
+    """
+    rank = len(kernel)
+    dilated = [(k - 1) * r + 1 for k, r in zip(kernel, dilation)]
+    if isinstance(padding, str):
+        pads = jax.lax.padtype_to_pads(a.shape[1:-1], dilated, strides, padding)
+    else:
+        pads = list(padding)
+    a = jnp.pad(a, [(0, 0)] + [tuple(p) for p in pads] + [(0, 0)])
+    out = [(a.shape[1 + i] - dilated[i]) // strides[i] + 1 for i in range(rank)]
+    cols = []
+    for offset in np.ndindex(*kernel):
+        start = [0] + [o * r for o, r in zip(offset, dilation)] + [0]
+        limit = [a.shape[0]] + [s + (m - 1) * st + 1 for s, m, st in zip(start[1:], out, strides)] + [a.shape[-1]]
+        cols.append(jax.lax.slice(a, start, limit, [1] + list(strides) + [1]))
+    return jnp.concatenate(cols, axis=-1)
+
+
+def _conv_patches(module: nn.Conv, a):
+    rank = a.ndim - 2
+    kernel, strides, dilation, padding, prepad = _conv_geometry(module, rank)
+    if prepad is not None:
+        a = jnp.pad(a, prepad[0], mode=prepad[1])
+    return _patches(a, kernel, strides, dilation, padding)
+
+
+def _generic_route(call: _Call, params, a, d, n, need_norms: bool = True):
+    """Any other layer: each example's gradient of its parameters by vmapping the layer's own vjp.
+
+    Without need_norms (non-private sums) no per-example gradient is formed: one batched vjp.
+    """
+    if not need_norms:
+        def weighted_batch(w):
+            rows = jnp.repeat(w, a.shape[0] // n).reshape((-1,) + (1,) * (d.ndim - 1))
+            _, vjp = jax.vjp(lambda p: call.module.apply({"params": p}, jnp.where(rows > 0, a, 0)), params)
+            return vjp(jnp.where(rows > 0, d * rows.astype(d.dtype), 0))[0]
+
+        return jnp.zeros((n,), jnp.float32), weighted_batch
+
+    a = a.reshape((n, -1) + a.shape[1:])
+    d = d.reshape((n, -1) + d.shape[1:])
+
+    def one(ai, di):
+        _, vjp = jax.vjp(lambda p: call.module.apply({"params": p}, ai), params)
+        return vjp(di)[0]
+
+    per_example = jax.tree.map(jnp.nan_to_num, jax.vmap(one)(a, d))
+    sq = sum(jnp.sum(jnp.reshape(g, (n, -1)).astype(jnp.float32) ** 2, -1) for g in jax.tree.leaves(per_example))
+
+    def weighted(w):
+        return jax.tree.map(lambda g: jnp.tensordot(w, g.astype(jnp.float32), axes=1), per_example)
+
+    return sq, weighted
+
+
+def _kind(call: _Call, a) -> str:
+    m = call.module
+    if type(m) is nn.Dense:
+        return "dense"
+    if type(m) is nn.Conv and jnp.ndim(a) >= 3 and _conv_geometry(m, jnp.ndim(a) - 2) is not None:
+        return "conv"
+    return "generic"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The grad-sum function
+
+
+def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug_mult: int = 1,
+                           return_norms: bool = False):
+    """Private grad-sum (see tanplan.dp.clipping for the signature) by per-layer norms; sensitivity C.
+
+    clip_norm None gives the plain, unclipped sum (non-private mode) by the same passes, which keep
+    weight gradients as matrix products: XLA's CPU backend runs convolution weight-gradients inside
+    loops (the accumulation scan) two orders of magnitude slower than outside.
+    With return_norms, also returns each row's gradient norm before clipping (not private).
+    """
+    need_norms = clip_norm is not None or return_norms
+    losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult)
+
+    def grad_sum(params, x, y, keys, mask):
+        n = x.shape[0]
+        probe = _Tape()
+        with nn.intercept_methods(probe):
+            jax.eval_shape(lambda *a: losses_fn(*a), params, x, y, keys)  # fresh fn: no trace cache
+        calls = probe.calls
+        zeros = [jnp.zeros(c.out_shape.shape, c.out_shape.dtype) for c in calls]
+
+        def forward(perturbations):
+            total, (losses, acc, tape) = _record(losses_fn, params, x, y, keys, mask, perturbations)
+            return total, (losses, acc, tape.inputs)
+
+        (_, (losses, acc, inputs)), deltas = jax.value_and_grad(forward, has_aux=True)(zeros)
+
+        # Squared norm of each example's gradient, layer by layer, and how to sum them weighted.
+        sq = jnp.zeros((n,), jnp.float32)
+        routes = []
+        for call, a, d in zip(calls, inputs, deltas):
+            p = _subtree(params, call.path)
+            kind = _kind(call, a)
+            if kind == "dense":
+                layer_sq, weighted = _matrix_route(a, d, n, "bias" in p, p["kernel"].shape, need_norms)
+            elif kind == "conv":
+                layer_sq, weighted = _matrix_route(_conv_patches(call.module, a), d, n, "bias" in p,
+                                                   p["kernel"].shape, need_norms)
+            else:
+                layer_sq, weighted = _generic_route(call, p, a, d, n, need_norms)
+            if need_norms:
+                sq = sq + layer_sq
+            routes.append((call.path, weighted))
+        norms = jnp.sqrt(sq)
+        if clip_norm is None:
+            weights = mask.astype(jnp.float32)
+        else:
+            weights = jnp.nan_to_num(jnp.minimum(1.0, clip_norm / norms), nan=0.0, posinf=0.0)
+            weights = jnp.where(mask & jnp.isfinite(norms), weights, 0.0)
+
+        # Σ_i w_i g_i, layer by layer, as one batched weight gradient each ("book-keeping").
+        layer_grads = {path: weighted(weights) for path, weighted in routes}
+
+        flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+        out = []
+        for path, leaf in flat:
+            keys_ = tuple(str(getattr(k, "key", k)) for k in path)
+            for cut in range(len(keys_) - 1, -1, -1):
+                if keys_[:cut] in layer_grads:
+                    out.append(_subtree(layer_grads[keys_[:cut]], keys_[cut:]).astype(leaf.dtype))
+                    break
+        grads = jax.tree_util.tree_unflatten(treedef, out)
+        return (grads, losses, acc, norms) if return_norms else (grads, losses, acc)
+
+    return grad_sum
+
+
+# ----------------------------------------------------------------------------------------------------
+# Support check
+
+
+def per_example_grads(logits_fn, params, x, y, keys, augment=None, aug_mult: int = 1) -> list:
+    """Reference: each example's gradient from its own jax.grad, one at a time (checks and tests)."""
+    loss = augmult.example_loss_fn(logits_fn, augment, aug_mult)
+    grad = jax.jit(jax.grad(lambda p, xi, yi, ki: loss(p, xi, yi, ki)[0]))
+    return [grad(params, x[i], y[i], keys[i]) for i in range(x.shape[0])]
+
+
+def _tree_norm(tree) -> float:
+    return float(np.sqrt(sum(float(jnp.sum(leaf.astype(jnp.float32) ** 2)) for leaf in jax.tree.leaves(tree))))
+
+
+def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rtol: float = 1e-3) -> str | None:
+    """None if the ghost route applies to this model, else why not.
+
+    Structure: every parameter in exactly one layer, each layer called once and row-wise. Numbers (when
+    `numeric`): on two inputs, the route's per-example norms and its clipped sum of one example match
+    the example's own gradient (jax.grad), which would catch a layer that mixes rows.
+    """
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(np.asarray(example_x[:2], np.float32) + rng.normal(size=np.shape(example_x[:2])).astype(np.float32))
+    n = x.shape[0]
+    y = jnp.arange(n, dtype=jnp.int32) % 2
+    keys = augmult.row_keys(jax.random.key(0), (n,))
+    losses_fn = augmult.batch_loss_fn(logits_fn, None, 1)
+    probe = _Tape()
+    try:
+        with nn.intercept_methods(probe):
+            jax.eval_shape(lambda *a: losses_fn(*a), params, x, y, keys)  # fresh fn: no trace cache
+    except Exception as err:  # a model this route cannot trace: use the vmap route
+        return f"tracing failed ({type(err).__name__}: {err})"
+    problems = _structure_problems(probe.calls, probe.problems, params, n)
+    if problems or not numeric:
+        return problems[0] if problems else None
+    direct = per_example_grads(logits_fn, params, x, y, keys)
+    clip = 0.5 * _tree_norm(direct[0])  # binds for example 0
+    fn = jax.jit(ghost_clipped_grad_sum(logits_fn, clip, return_norms=True))
+    _, _, _, norms = fn(params, x, y, keys, jnp.ones((n,), bool))
+    expected = np.array([_tree_norm(g) for g in direct])
+    if not np.allclose(np.asarray(norms), expected, rtol=rtol, atol=1e-9):
+        return f"per-layer norms {np.asarray(norms).tolist()} differ from per-example gradient norms {expected.tolist()}"
+    summed, _, _, _ = fn(params, x, y, keys, jnp.arange(n) == 0)
+    diff = jax.tree.map(lambda a, b: a - 0.5 * b, summed, direct[0])
+    if _tree_norm(diff) > rtol * clip:
+        return f"clipped sum of one example is off by {_tree_norm(diff):g} (clip norm {clip:g})"
+    return None

@@ -1,0 +1,96 @@
+"""Gradient dropping (seeds/002 §3.2) and the masked DP-SGD step that serves pruning and dropping.
+
+At every step a fresh 0/1 mask m = prune_mask ⊙ drop_mask is formed:
+- drop "random": per prunable layer, a uniformly random fraction `rate` of the kept weights is dropped,
+  drawn from the step key (independent of the data: no privacy cost);
+- drop "magnitude": per prunable layer, the `rate` fraction of kept weights with the smallest |θ| is
+  dropped; θ is the output of earlier private steps, so this is post-processing (no privacy cost).
+Then, within the one step:
+1. every per-example gradient is masked BEFORE clipping (the model sees gradient_mask(θ, m)), so
+   clip_C(m ⊙ g_i) has norm ≤ C: the clipped sum keeps sensitivity C under ADD_OR_REMOVE_ONE and the
+   step stays one Poisson-subsampled Gaussian mechanism with multiplier σ, as tanplan.accounting assumes;
+2. N(0, σ²C²) is added once to the global sum (tanplan.dp.step.make_noisy_grad_sum) and the result is
+   multiplied by m: masked coordinates carry neither gradient nor noise (dropping noise there is
+   post-processing);
+3. the optimizer's update is multiplied by m too, so momentum and weight decay cannot move a masked
+   weight: pruned weights stay 0, dropped weights keep their value for this step.
+
+Per-example gradients are materialised (the vmap route): the per-layer-norm ("ghost") route cannot
+compute the norm of a coordinate-masked gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from tanplan.dp import optim, pruning
+from tanplan.dp import step as dp_step
+
+_DROP_STREAM = 0x6D61736B  # fold_in constant: the drop key never coincides with the noise/augment keys
+
+
+def _mul(tree, mask):
+    return jax.tree.map(lambda a, m: (a * m).astype(a.dtype), tree, mask)
+
+
+def drop_mask(method: str, rate: float, key, params, prune_mask, kept_counts):
+    """The per-step mask of kept-and-not-dropped coordinates (1.0) for method none | random | magnitude.
+
+    kept_counts: per leaf, the static number of weights the prune mask keeps (None for unprunable leaves).
+    """
+    if method == "none" or rate == 0:
+        return prune_mask
+    leaves, treedef = jax.tree.flatten(params)
+    keys = jax.random.split(key, len(leaves))
+    out = []
+    for p, m, k, n in zip(leaves, jax.tree.leaves(prune_mask), keys, jax.tree.leaves(kept_counts, is_leaf=lambda x: x is None)):
+        if n is None:
+            out.append(m)
+            continue
+        if method == "random":
+            scores = jax.random.uniform(k, p.shape)
+        elif method == "magnitude":
+            scores = jnp.abs(p).astype(jnp.float32)
+        else:
+            raise ValueError(f"unknown grad_drop_method {method!r}")
+        scores = jnp.where(m > 0, scores, -jnp.inf)  # pruned weights are never selected
+        out.append(pruning.top_k_mask(scores, pruning.kept_count(n, rate)))
+    return jax.tree.unflatten(treedef, out)
+
+
+def static_kept_counts(params, prune_mask):
+    """Per leaf: the number of weights kept by the (concrete) prune mask, None for unprunable leaves."""
+    import numpy as np
+
+    return jax.tree.map(lambda p, m: int(np.asarray(m).sum()) if pruning.is_prunable(p) else None,
+                        params, prune_mask)
+
+
+def make_masked_train_step(build_grad_sum: Callable, logits_fn, optimizer: optax.GradientTransformation, *,
+                           noise_std: float, expected_batch_size: float, prune_mask, kept_counts,
+                           drop_method: str = "none", drop_rate: float = 0.0, ema_decay: float = 0.0):
+    """step(state, batch, key) -> (state, metrics) like tanplan.dp.step.make_train_step, with masks.
+
+    build_grad_sum(logits_fn) -> grad_sum (the engine's clipped or plain per-chunk sum); it is called
+    inside the step with the masked logits_fn, so the per-step mask is part of the traced program.
+    """
+
+    def step(state: dp_step.TrainState, batch: dict, key: jax.Array):
+        mask = drop_mask(drop_method, drop_rate, jax.random.fold_in(key, _DROP_STREAM), state.params,
+                         prune_mask, kept_counts)
+        grad_sum = build_grad_sum(pruning.masked_logits_fn(logits_fn, mask))
+        grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, key)
+        grads = jax.tree.map(lambda g: g / expected_batch_size, _mul(grads, mask))
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, _mul(updates, mask))
+        ema = state.ema_params
+        if ema is not None:
+            ema = optim.ema_update(ema, params, ema_decay, state.step)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return state.replace(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema), metrics
+
+    return step

@@ -1,0 +1,102 @@
+"""The DP-SGD step: one pure function of (state, batch, key), jitted once for every step.
+
+    ḡ = (1/B)·(Σ_i clip_C(g_i) + N(0, σ²C²)),   B the EXPECTED batch size (q·N), not the sampled one.
+
+The batch is a padded Poisson batch {x, y, mask} of shape (chunks, rows, ...) (see dp.sampling). The
+chunks are accumulated with lax.scan (virtual batches: the same sum as one big batch) and chunks that
+hold only padding are skipped. The noise is drawn ONCE per logical step, from the step key, for the
+global sum: after all chunks and, under data parallelism, after the cross-device sum (the step is the
+same function; sharding is a property of its inputs). Dividing by the fixed B keeps the noisy mean a
+post-processing of the noisy sum, as the accountant assumes (dividing by the sampled size would not be).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from tanplan.dp import augmult, noise, optim
+
+
+@flax.struct.dataclass
+class TrainState:
+    step: jax.Array
+    params: Any
+    opt_state: Any
+    ema_params: Any = None  # None when the EMA is off
+
+
+def create_train_state(params, optimizer: optax.GradientTransformation, ema_decay: float = 0.0) -> TrainState:
+    ema = jax.tree.map(jnp.array, params) if ema_decay > 0 else None
+    return TrainState(jnp.zeros([], jnp.int32), params, optimizer.init(params), ema)
+
+
+def _zeros_like_out(grad_sum, params, chunk):
+    shapes = jax.eval_shape(grad_sum, params, *chunk)
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def accumulate(grad_sum: Callable, params, batch: dict, keys: jax.Array):
+    """Σ over chunks of grad_sum, skipping all-padding chunks; also the masked sums of loss/accuracy."""
+    chunks = (batch["x"], batch["y"], keys, batch["mask"])
+
+    def one(chunk):
+        x, y, k, mask = chunk
+        grads, losses, acc = grad_sum(params, x, y, k, mask)
+        m = mask.astype(jnp.float32)
+        return grads, jnp.sum(losses * m), jnp.sum(acc * m), jnp.sum(m)
+
+    if batch["mask"].shape[0] == 1:
+        return one(jax.tree.map(lambda a: a[0], chunks))
+
+    first = jax.tree.map(lambda a: a[0], chunks)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(one, first))
+
+    def body(total, chunk):
+        out = jax.lax.cond(jnp.any(chunk[3]), one, lambda _: zeros, chunk)
+        return jax.tree.map(jnp.add, total, out), None
+
+    total, _ = jax.lax.scan(body, zeros, chunks)
+    return total
+
+
+def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
+    """(params, batch, key) -> (Σ clipped gradients + N(0, noise_std²), stats): the privatised sum.
+
+    With grad_sum clipping to C and noise_std = σ·C, this is the Gaussian mechanism with multiplier σ on
+    a sum of sensitivity C; noise_std = 0 gives the bare sum (non-private mode).
+    """
+
+    def noisy_sum(params, batch, key):
+        noise_key, aug_key = jax.random.split(key)
+        keys = augmult.row_keys(aug_key, batch["mask"].shape)
+        grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, keys)
+        if noise_std > 0:
+            grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
+        n = jnp.maximum(count, 1.0)
+        return grads, {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count}
+
+    return noisy_sum
+
+
+def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation, *, noise_std: float,
+                    expected_batch_size: float, ema_decay: float = 0.0):
+    """step(state, batch, key) -> (state, metrics): noisy sum / B, optimizer update, EMA."""
+    noisy_sum = make_noisy_grad_sum(grad_sum, noise_std)
+
+    def step(state: TrainState, batch: dict, key: jax.Array):
+        grads, metrics = noisy_sum(state.params, batch, key)
+        grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        ema = state.ema_params
+        if ema is not None:
+            ema = optim.ema_update(ema, params, ema_decay, state.step)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return TrainState(state.step + 1, params, opt_state, ema), metrics
+
+    return step

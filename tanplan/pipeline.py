@@ -1,0 +1,118 @@
+"""`tanplan run`: plan → sweep → fit → launch, and one report comparing the prediction with the result.
+
+proxy_compute_fraction = (examples processed by every proxy run: sweep trials, re-runs and fit runs)
+÷ (examples the same runs would have processed at the target batch size): Σ B'ᵢ·Sᵢ / Σ B·Sᵢ.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tanplan.config import Config
+from tanplan.fileio import write_json_atomic, write_text_atomic
+
+
+def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None) -> dict:
+    from tanplan import fit as fit_stage
+    from tanplan import sweep
+    from tanplan.launch import launch
+    from tanplan.report_plan import write_plan_report
+    from tanplan.train import load_data, resolve_plan
+
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dataset = load_data(cfg)
+    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
+
+    log(f"[1/4] plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
+        f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
+    write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
+
+    fit_cfg = fit_stage.fit_section(cfg)
+    sweep_proxy = min(fit_cfg.batch_sizes)
+    spec = sweep.prepare(cfg, proxy_batch_size=sweep_proxy, trials=trials, dataset=dataset)
+    log(f"[2/4] sweep: {spec.trials} trials at B'={sweep_proxy} (σ'={spec.proxy['sigma']:.4g})")
+    resume = (out / "sweep" / sweep.STUDY_FILE).is_file()  # a rerun continues (or reuses) the same sweep
+    sweep_summary = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
+                                    log=lambda line: log(f"  {line}"))
+    best = sweep_summary["best"] or {}
+    best_cfg = cfg.with_overrides(best.get("overrides", {}))
+
+    log(f"[3/4] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
+    fit_result = fit_stage.fit_batch_law(best_cfg, list(fit_cfg.batch_sizes), fit_cfg.seeds, out / "fit",
+                                         level=fit_cfg.level, log=log)
+
+    log(f"[4/4] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
+    launched = launch(best_cfg, out / "launch", progress=True)
+    actual = float(launched["summary"]["test_accuracy"])
+    fit_stage.figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
+
+    sweep_examples = _sweep_examples(out / "sweep", spec)
+    proxy_runs = sweep_examples + [(r["batch_size"], r["steps"]) for r in fit_result["points"]]
+    fraction = sum(b * s for b, s in proxy_runs) / sum(plan.batch_size * s for _, s in proxy_runs)
+    low, high = fit_result["prediction_interval"]
+    summary = {
+        "predicted_accuracy": fit_result["predicted_accuracy"], "prediction_interval": [low, high],
+        "actual_accuracy": actual, "abs_error": abs(actual - fit_result["predicted_accuracy"]),
+        "actual_inside_interval": bool(low <= actual <= high),
+        "epsilon_rdp": launched["accounting"]["epsilon_rdp"] if launched["accounting"] else None,
+        "epsilon_pld": launched["accounting"]["epsilon_pld"] if launched["accounting"] else None,
+        "delta": plan.delta, "sigma": plan.sigma, "batch_size": plan.batch_size, "steps": plan.steps,
+        "proxy_compute_fraction": fraction, "proxy_runs": len(proxy_runs),
+        "best_overrides": best.get("overrides", {}),
+        "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n")},
+        "launch_wall_seconds": launched["wall_seconds"], "wall_seconds": time.perf_counter() - started,
+    }
+    write_json_atomic(out / "summary.json", summary)
+    write_text_atomic(out / "report.md", _report(cfg, plan, sweep_summary, fit_result, summary, out))
+    return summary
+
+
+def _sweep_examples(sweep_dir: Path, spec) -> list[tuple[int, int]]:
+    """(B', S) of every sweep trial and re-run that ran, from the CSVs the sweep wrote."""
+    import pandas as pd
+
+    runs = []
+    for name in ("sweep.csv", "reruns.csv"):
+        path = sweep_dir / name
+        if path.is_file() and path.stat().st_size:
+            df = pd.read_csv(path)
+            runs += [(int(spec.proxy["batch_size"]), int(spec.proxy["steps"]))] * len(df)
+    return runs
+
+
+def _report(cfg, plan, sweep_summary, fit_result, summary, out: Path) -> str:
+    from tanplan import tan
+    from tanplan.fit import fit_markdown
+
+    sweep_md = (out / "sweep" / "sweep.md").read_text() if (out / "sweep" / "sweep.md").is_file() else ""
+    low, high = summary["prediction_interval"]
+    return f"""# tanplan run: {cfg.experiment.name}
+
+## Plan
+| N | B | S | σ | δ | η | ε_TAN (heuristic) | exact ε (RDP) | exact ε (PLD) | regime |
+|---|---|---|---|---|---|---|---|---|---|
+| {plan.dataset_size} | {plan.batch_size} | {plan.steps} | {plan.sigma:.4g} | {plan.delta:.3g} | {plan.eta:.4g} | {plan.eps_tan:.4g} | {summary['epsilon_rdp']:.4g} | {summary['epsilon_pld']:.4g} | {plan.regime.value} |
+
+{tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md).
+
+## Sweep on the proxy
+{sweep_md}
+
+## Scaling law and the full-scale run
+![scaling law](scaling_law.png)
+
+{fit_markdown(fit_result)}.
+
+| predicted | interval | actual | abs. error | inside interval |
+|---|---|---|---|---|
+| {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |
+
+## Compute
+Proxy runs ({summary['proxy_runs']}: sweep trials, re-runs and fit runs) processed
+{summary['proxy_compute_fraction']:.4f} of the examples the same runs would have processed at B = {plan.batch_size}
+(1/{1 / summary['proxy_compute_fraction']:.0f}). Total wall time {summary['wall_seconds']:.0f} s, of which the full-scale
+run {summary['launch_wall_seconds']:.0f} s.
+"""

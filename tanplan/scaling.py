@@ -1,0 +1,60 @@
+"""The batch scaling law (TAN paper Fig. 1 and 4): accuracy = a + b·log B at constant η_step and S.
+
+Ordinary least squares on every (B, seed) point; the prediction at the target batch size comes with a
+Student-t prediction interval for a new run, ŷ ± t·s·√(1 + 1/n + (x₀ − x̄)²/Sxx), x = log B.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScalingFit:
+    """accuracy ≈ a + b·ln(B), fitted on n points."""
+
+    a: float
+    b: float
+    r2: float
+    n: int
+    residual_std: float  # s, with n − 2 degrees of freedom
+    x_mean: float
+    sxx: float
+
+    def predict(self, batch_size: float, level: float = 0.95) -> tuple[float, float, float]:
+        """(prediction, low, high) for one new run at batch_size, with a `level` prediction interval."""
+        from scipy import stats
+
+        x0 = math.log(batch_size)
+        mean = self.a + self.b * x0
+        if self.n <= 2 or self.sxx <= 0:
+            return mean, -math.inf, math.inf
+        t = float(stats.t.ppf(0.5 + level / 2, self.n - 2))
+        half = t * self.residual_std * math.sqrt(1 + 1 / self.n + (x0 - self.x_mean) ** 2 / self.sxx)
+        return mean, mean - half, mean + half
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit_log_linear(batch_sizes, accuracies) -> ScalingFit:
+    """Least-squares fit of accuracy against ln(batch size); every (B, accuracy) pair is one point."""
+    x = np.log(np.asarray(batch_sizes, dtype=float))
+    y = np.asarray(accuracies, dtype=float)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError("need at least two (batch size, accuracy) points of matching length")
+    x_mean = float(x.mean())
+    sxx = float(((x - x_mean) ** 2).sum())
+    if sxx == 0:
+        raise ValueError("need at least two distinct batch sizes to fit a slope")
+    b = float(((x - x_mean) * (y - y.mean())).sum() / sxx)
+    a = float(y.mean() - b * x_mean)
+    residuals = y - (a + b * x)
+    ss_res = float((residuals**2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    dof = max(1, x.size - 2)
+    return ScalingFit(a, b, r2, int(x.size), math.sqrt(ss_res / dof), x_mean, sxx)

@@ -1,0 +1,636 @@
+"""Proxy sweeps: Optuna's TPE picks the trials, Ray Tune runs them, an SQLite study remembers them.
+
+The target (B, σ, S) comes from the config's plan; every trial trains the proxy (B', σ·B'/B, S) at the
+same η_step and S (seeds/004 §3.4, Table 2) through the engine's `train_and_evaluate`, with the
+searched keys overridden and its own seed. Then the top-k configurations are re-run over n fresh
+seeds and ranked by their mean accuracy (a search winner is biased upwards: it won partly by luck).
+
+Resume: the Optuna study in DIR/study.sqlite3 is the one record of the sweep; Ray Tune's own
+experiment restore is not used. The searcher writes each trial to the study when Optuna proposes it
+(RUNNING), and when Ray reports the trial's end it first stores the trial's row (accuracy, wall
+seconds, status, seed) as user attributes, then its state (COMPLETE, PRUNED, FAIL): a trial counts as
+finished only once its state is written, so a kill in between just runs it again. A sweep killed by
+SIGKILL or SIGINT leaves its unfinished trials RUNNING; `--resume` marks them interrupted, queues the
+same parameters and seed again, counts the finished ones and asks Ray Tune for the rest only, in a
+fresh Tune experiment whose searcher loads the same study (so TPE keeps its history). Re-runs live in
+a second study of the same file, one record per (configuration, seed).
+With `--address ray://...` (Ray Client), Ray Tune runs its driver, the searcher included, on the head
+node: DIR must then be on storage that the head node shares. `--address auto` or HOST:PORT, run on
+a node of the cluster, has no such constraint.
+Privacy: a trial spends the proxy's budget on the training data, which is the paper's simulation
+setting; the sweep itself releases only the chosen hyper-parameters, which the final run's
+accounting does not cover (as in the paper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from tanplan.errors import UsageError
+from tanplan.sweep_space import Dimension, overrides, to_optuna
+
+METRIC = "test_accuracy"
+STUDY_FILE = "study.sqlite3"
+SEARCH_STUDY = "search"
+RERUN_STUDY = "reruns"
+RERUN_SEED_STRIDE = 1000  # re-run seed j of a trial = its search seed + j * stride: fresh, reproducible
+
+# Trial states as the study records them (the `status` user attribute).
+FINISHED, PRUNED, DIVERGED, ERROR, INTERRUPTED = "finished", "pruned", "diverged", "error", "interrupted"
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """Everything a sweep needs, resolved and validated before Ray starts."""
+
+    base: dict  # the trial config as a dict: proxy batch set, σ and δ of the target pinned
+    dims: tuple[Dimension, ...]
+    trials: int
+    top_k: int
+    seeds: int
+    scheduler: str
+    max_concurrent: int
+    startup_trials: int
+    seed: int
+    steps: int
+    eval_every: int
+    target: dict  # Plan.to_dict() of the target
+    proxy: dict  # Plan.to_dict() of the proxy
+
+    def meta(self) -> dict:
+        """What must not change between a sweep and its --resume."""
+        return json.loads(json.dumps({"base": self.base, "dims": [d.to_dict() for d in self.dims],
+                                      "seed": self.seed}))
+
+
+# ---------------------------------------------------------------- the spec (driver, before Ray)
+
+def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = None, top_k: int | None = None,
+            seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
+            dataset=None) -> SweepSpec:
+    """Check the [sweep] section and the command's choices against the config and its data; plan.
+
+    The proxy B' comes from --proxy-batch-size, else [sweep] proxy_batch_size, else
+    train.proxy_batch_size. σ and δ of the target are pinned in every trial's config, so that no
+    trial recalibrates σ: the driver's Plan is the one source of the numbers.
+    """
+    from tanplan.sweep_space import default_space, parse_space, sweep_section
+    from tanplan.train import load_data, resolve_plan
+
+    section = sweep_section(cfg)
+    batch = cfg.train.batch_size
+    proxy = proxy_batch_size or section.proxy_batch_size or cfg.train.proxy_batch_size
+    if not proxy:
+        raise UsageError("--proxy-batch-size is required (or set [sweep] proxy_batch_size): the proxy batch B' "
+                         f"that every trial trains, <= train.batch_size = {batch}")
+    if proxy > batch:
+        raise UsageError(f"--proxy-batch-size {proxy} is not allowed: a proxy must not be larger than the target "
+                         f"batch train.batch_size = {batch}")
+    dataset = dataset if dataset is not None else load_data(cfg)
+    dims = parse_space(section.space or default_space(dataset.data_kind), cfg,
+                       augmentations=_augmentations(dataset.data_kind), models=_models())
+    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": proxy}), dataset.num_train)
+    pinned = {"train.proxy_batch_size": proxy}
+    if run.private:
+        pinned.update({"privacy.sigma": run.target.sigma, "privacy.delta": run.target.delta})
+        target, trained = run.target.to_dict(), run.plan.to_dict()
+    else:
+        target = {"batch_size": batch, "steps": cfg.train.steps, "private": False}
+        trained = {"batch_size": proxy, "steps": cfg.train.steps, "private": False}
+    base = cfg.with_overrides(pinned).to_dict()
+    base.pop("sweep", None)  # trials do not sweep
+    return SweepSpec(
+        base=base, dims=dims,
+        trials=trials or section.trials,
+        top_k=section.top_k if top_k is None else top_k,
+        seeds=seeds or section.seeds,
+        scheduler=scheduler or section.scheduler,
+        max_concurrent=section.max_concurrent if max_concurrent is None else max_concurrent,
+        startup_trials=section.startup_trials,
+        seed=cfg.experiment.seed, steps=cfg.train.steps, eval_every=cfg.train.eval_every,
+        target=target, proxy=trained)
+
+
+def _augmentations(data_kind: str):
+    try:
+        from tanplan.data import available_augmentations
+    except ImportError:
+        return None
+    return available_augmentations(data_kind)
+
+
+def _models():
+    try:
+        from tanplan.models import available_models
+    except ImportError:
+        return None
+    return available_models()
+
+
+# ---------------------------------------------------------------- the trial (runs in a Ray worker)
+
+def run_trial(job: Mapping[str, Any], *, base: Mapping, dims: tuple[Dimension, ...], trials_dir: str,
+              train_fn: Callable | None = None, report: Callable[[dict], None] | None = None) -> dict:
+    """Train one configuration and report its evaluations; returns the final result reported.
+
+    job = {"params": {searched name: value}, "trial": number, "seed": seed, "kind": "search" | "rerun"}.
+    Never raises for a failed training: the outcome is in result["status"] (finished, diverged, error),
+    so that the sweep records it and goes on.
+    """
+    from tanplan.config import config_from_dict
+    from tanplan.errors import TrainingDiverged
+
+    report = report or (lambda metrics: None)
+    if train_fn is None:
+        from tanplan.train import train_and_evaluate as train_fn
+
+        _share_compilations(Path(trials_dir).parent / "jax_cache")
+    start = time.perf_counter()
+    cfg = config_from_dict(base).with_overrides({**overrides(dims, job["params"]),
+                                                 "experiment.seed": int(job["seed"])})
+    steps = cfg.train.steps
+    workdir = Path(trials_dir) / f"{job['kind']}-{int(job['trial']):04d}-seed{int(job['seed'])}"
+    last_step = 0
+
+    def on_eval(step: int, metrics: Mapping) -> None:
+        nonlocal last_step
+        last_step = int(step)
+        if step < steps:  # the final evaluation is reported with the summary, once
+            report({**_numbers(metrics), "step": int(step)})
+
+    status, error, summary = FINISHED, "", {}
+    try:
+        summary = train_fn(cfg, workdir, progress=False, on_eval=on_eval) or {}
+    except TrainingDiverged as err:
+        status, error = DIVERGED, str(err)
+    except Exception as err:  # one bad configuration must not stop the sweep; its error is recorded
+        status, error = ERROR, f"{type(err).__name__}: {err}"
+    result = _numbers(summary)
+    if "wall_seconds" in result:  # the engine's own clock; wall_seconds below is the whole trial's
+        result["run_seconds"] = result.pop("wall_seconds")
+    if status != FINISHED:
+        result.pop(METRIC, None)
+    result.update(step=int(summary.get("steps", steps) if status == FINISHED else last_step),
+                  wall_seconds=time.perf_counter() - start, status=status, error=error[:400], final=True)
+    report(result)
+    return result
+
+
+def _share_compilations(directory: Path) -> None:
+    """Let the trials of a sweep share XLA programs through JAX's persistent compilation cache.
+
+    Re-runs of one configuration differ only by seed (a run-time input), so they skip compilation;
+    a user's own cache setting (JAX_COMPILATION_CACHE_DIR) wins.
+    """
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return
+    import jax
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(directory))
+    except OSError:  # a worker that cannot write there (remote node): compile as usual
+        pass
+
+
+def _numbers(metrics: Mapping) -> dict:
+    """The finite numeric entries of a metrics dict, as plain floats (what Ray and Optuna can store)."""
+    out = {}
+    for key, value in (metrics or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "item"):
+            continue
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            out[key] = value
+    return out
+
+
+def make_trainable(spec: SweepSpec, trials_dir: Path, train_fn: Callable | None = None):
+    """The Ray Tune function trainable: a thin wrapper that runs run_trial and reports through Tune."""
+    base, dims, where = spec.base, spec.dims, str(trials_dir)
+
+    def sweep_trial(config):
+        from ray import tune
+
+        run_trial(config.get("job", config), base=base, dims=dims, trials_dir=where, train_fn=train_fn,
+                  report=tune.report)
+
+    return sweep_trial
+
+
+# ---------------------------------------------------------------- the study (SQLite, in the driver)
+
+def storage_url(out: Path) -> str:
+    return f"sqlite:///{(Path(out) / STUDY_FILE).resolve()}"
+
+
+def open_studies(out: Path, spec: SweepSpec, *, resume: bool):
+    """(search study, re-run study) in DIR/study.sqlite3; refuse to mix two different sweeps."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = Path(out)
+    exists = (out / STUDY_FILE).exists()
+    storage = optuna.storages.RDBStorage(storage_url(out))
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if exists else set()
+    if SEARCH_STUDY in names:
+        search = optuna.load_study(study_name=SEARCH_STUDY, storage=storage)
+        if not resume:
+            raise UsageError(f"{out} already holds a sweep ({len(search.trials)} trials): pass --resume to "
+                             "continue it, or choose another --out")
+        stored = search.user_attrs.get("meta")
+        if stored != spec.meta():
+            raise UsageError(f"--resume: {out} holds a sweep of a different config, space or proxy batch "
+                             f"({_first_difference(stored, spec.meta())}); choose another --out")
+    else:
+        search = optuna.create_study(study_name=SEARCH_STUDY, storage=storage, direction="maximize")
+        search.set_user_attr("meta", spec.meta())
+    reruns = optuna.create_study(study_name=RERUN_STUDY, storage=storage, direction="maximize",
+                                 load_if_exists=True)
+    return search, reruns
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    return f"{path or 'value'}: stored {a!r}, now {b!r}"
+
+
+def requeue_interrupted(study) -> list[int]:
+    """Trials left RUNNING by a killed sweep: mark them interrupted and queue them again, same seed."""
+    from optuna.trial import TrialState
+
+    storage = study._storage  # the RDB storage we opened; its trial-level API is public
+    numbers = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        storage.set_trial_user_attr(t._trial_id, "status", INTERRUPTED)
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        attrs = {"requeued_from": t.number}
+        if "seed" in t.user_attrs:
+            attrs["seed"] = t.user_attrs["seed"]
+        study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+        numbers.append(t.number)
+    return numbers
+
+
+def finished_count(study) -> int:
+    """Trials that reached an outcome (finished, pruned, diverged, error); interrupted ones do not count."""
+    from optuna.trial import TrialState
+
+    done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=done)
+               if t.user_attrs.get("status") != INTERRUPTED)
+
+
+def running_numbers(study) -> list[int]:
+    from optuna.trial import TrialState
+
+    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+
+def _make_searcher(space, *, study, sampler, seed: int):
+    """OptunaSearch that seeds each trial and records each outcome, row included, in the study."""
+    from optuna.trial import TrialState
+    from ray.tune.search.optuna import OptunaSearch
+
+    class StudySearch(OptunaSearch):
+        def suggest(self, trial_id: str):
+            params = super().suggest(trial_id)
+            if not isinstance(params, dict):
+                return params
+            ot_trial = self._ot_trials[trial_id]
+            trial_seed = ot_trial.user_attrs.get("seed")
+            if trial_seed is None:  # a re-queued trial keeps the seed it had
+                trial_seed = seed + ot_trial.number
+                ot_trial.set_user_attr("seed", trial_seed)
+            ot_trial.set_user_attr("started_at", time.time())
+            return {"job": {"params": dict(ot_trial.params), "trial": ot_trial.number, "seed": trial_seed,
+                            "kind": "search"}}
+
+        def on_trial_result(self, trial_id: str, result: dict):
+            value, ot_trial = result.get(self.metric), self._ot_trials.get(trial_id)
+            if ot_trial is None or result.get("final") or value is None or not math.isfinite(value):
+                return
+            ot_trial.report(float(value), int(result.get("step", result.get("training_iteration", 0))))
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+            ot_trial = self._ot_trials.get(trial_id)
+            if ot_trial is None or trial_id in self._completed_trials:
+                return
+            self._completed_trials.add(trial_id)
+            status, row = outcome(result, error, self.metric)
+            for key, value in row.items():
+                ot_trial.set_user_attr(key, value)
+            state = {FINISHED: TrialState.COMPLETE, PRUNED: TrialState.PRUNED,
+                     DIVERGED: TrialState.PRUNED}.get(status, TrialState.FAIL)
+            value = row.get(METRIC) if state == TrialState.COMPLETE else None
+            try:
+                self._ot_study.tell(ot_trial, value, state=state)
+            except Exception as exc:  # e.g. a NaN accuracy: keep the trial, as a failure
+                print(f"tanplan sweep: could not record trial {ot_trial.number}: {exc}", file=sys.stderr)
+                self._ot_study.tell(ot_trial, None, state=TrialState.FAIL)
+
+    return StudySearch(space, metric=METRIC, mode="max", sampler=sampler, study_name=study.study_name,
+                       storage=study._storage)
+
+
+def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[str, dict]:
+    """(status, row of user attributes) of a trial from its last Ray result."""
+    result = dict(result or {})
+    if error:
+        status = ERROR
+    elif result.get("final"):
+        status = result.get("status", FINISHED)
+        if status == FINISHED and not _finite(result.get(metric)):
+            status = ERROR
+    else:
+        status = PRUNED  # stopped by the scheduler at an intermediate evaluation
+    if not _finite(result.get("wall_seconds")) and _finite(result.get("time_total_s")):
+        result["wall_seconds"] = result["time_total_s"]  # Ray's clock, for a trial stopped early
+    row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "loss", "epsilon_rdp",
+                                         "epsilon_pld", "sigma", "batch_size", "steps", "step")
+           if _finite(result.get(k))}
+    if status == PRUNED and _finite(result.get(metric)):
+        row["last_" + metric] = row.pop(metric)
+    if status == ERROR and error and not result.get("error"):
+        result["error"] = "the Ray worker failed (see DIR/ray for its log)"
+    row.update(status=status, error=str(result.get("error", ""))[:400])
+    return status, row
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# ---------------------------------------------------------------- Ray
+
+def connect_ray(address: str | None):
+    """Start a small local Ray, or attach to the cluster at `address`; True when we started it.
+
+    A Ray already initialised in this process is reused as it is.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    quiet = dict(log_to_driver=False, logging_level="ERROR")
+    if not address:
+        # "local": never attach by accident to a cluster that someone else started on this machine.
+        ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), include_dashboard=False,
+                 object_store_memory=200 * 2**20, **quiet)
+        return True
+    if address != "auto":
+        _check_reachable(address)
+    try:
+        ray.init(address=address, **quiet)
+    except Exception as err:  # ConnectionError, or the client's own errors
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'no detail'}); start one with "
+                         "`ray start --head`, or leave --address out to run locally") from None
+    return True
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on an address nobody listens on, rather than waiting for Ray's own retries."""
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--address {address!r} is not allowed: use auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({err.strerror or err}); "
+                         "start one with `ray start --head`, or leave --address out to run locally") from None
+
+
+def trial_resources(max_concurrent: int) -> tuple[dict, int]:
+    """({"cpu": share, "gpu": 1 or absent}, concurrency): one GPU per trial where the cluster has GPUs."""
+    import ray
+
+    total = ray.cluster_resources()
+    cpus, gpus = float(total.get("CPU", 1)), int(total.get("GPU", 0))
+    if gpus:
+        concurrency = min(max_concurrent or gpus, gpus)
+        return {"cpu": cpus / concurrency, "gpu": 1}, concurrency
+    concurrency = max_concurrent or 1
+    return {"cpu": cpus / concurrency}, concurrency
+
+
+# ---------------------------------------------------------------- the sweep
+
+def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume: bool = False,
+              train_fn: Callable | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Search, re-run the best, write the results; returns the summary written to DIR/best.json.
+
+    Raises KeyboardInterrupt when the sweep was interrupted (the study keeps what finished).
+    """
+    from tanplan import sweep_report
+
+    log = log or (lambda line: None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out):
+        search, reruns = open_studies(out, spec, resume=resume)
+        requeued = requeue_interrupted(search)
+        if requeued:
+            log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
+        started_ray = connect_ray(address)
+        if address and address.startswith("ray://"):
+            log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
+                "storage it shares")
+        try:
+            done = finished_count(search)
+            if done:
+                log(f"resume: {done} of {spec.trials} trials already finished")
+            if spec.trials > done:
+                _search(spec, out, search, spec.trials - done, train_fn, log)
+            interrupted = running_numbers(search)
+            if not interrupted:
+                jobs = rerun_jobs(search, reruns, spec)
+                if jobs:
+                    _rerun(spec, out, reruns, jobs, train_fn, log)
+        finally:
+            if started_ray:
+                import ray
+
+                ray.shutdown()
+        summary = sweep_report.write_results(out, spec, search, reruns)
+    if interrupted:
+        raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
+    return summary
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path):
+    """One sweep per DIR at a time; the lock dies with its process, so a SIGKILL never leaves it held."""
+    import fcntl
+
+    with open(out / ".sweep.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UsageError(f"another tanplan sweep is running in {out}; wait for it or choose another --out") from None
+        yield
+
+
+def _tune_env() -> None:
+    # Results without the metric (a failed trial) are expected; the per-trial CSV/JSON/TensorBoard
+    # loggers duplicate what the study records.
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def _run_config(out: Path, kind: str, callbacks: list):
+    from ray import tune
+
+    return tune.RunConfig(name=f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((out / "ray").resolve()),
+                          verbose=0, callbacks=callbacks, failure_config=tune.FailureConfig(max_failures=0))
+
+
+def _search(spec: SweepSpec, out: Path, study, count: int, train_fn, log) -> None:
+    import optuna
+    from ray import tune
+
+    _tune_env()
+    resources, concurrency = trial_resources(spec.max_concurrent)
+    sampler = optuna.samplers.TPESampler(seed=spec.seed + len(study.trials), n_startup_trials=spec.startup_trials)
+    searcher = _make_searcher(to_optuna(spec.dims), study=study, sampler=sampler, seed=spec.seed)
+    scheduler = None
+    if spec.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        scheduler = ASHAScheduler(time_attr="step", metric=METRIC, mode="max", max_t=spec.steps,
+                                  grace_period=min(spec.eval_every, spec.steps), reduction_factor=3,
+                                  stop_last_trials=False)
+    log(f"search: {count} trials on {concurrency} slot(s) of {_describe(resources)}")
+    tuner = tune.Tuner(
+        tune.with_resources(make_trainable(spec, (out / "trials").resolve(), train_fn), resources),
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=count,
+                                    max_concurrent_trials=concurrency, reuse_actors=True,
+                                    trial_dirname_creator=lambda t: f"search-{t.trial_id}"),
+        run_config=_run_config(out, "search", [_progress("search", count, log)]),
+    )
+    tuner.fit()
+
+
+def rerun_jobs(search, reruns, spec: SweepSpec) -> list[dict]:
+    """(configuration, seed) pairs still to run: the top-k distinct configurations × n fresh seeds."""
+    done = {(t.user_attrs.get("source_trial"), t.user_attrs.get("seed")) for t in reruns.trials}
+    jobs = []
+    for trial in top_trials(search, spec.top_k):
+        for j in range(1, spec.seeds + 1):
+            seed = int(trial.user_attrs["seed"]) + j * RERUN_SEED_STRIDE
+            if (trial.number, seed) not in done:
+                jobs.append({"params": dict(trial.params), "trial": trial.number, "seed": seed, "kind": "rerun"})
+    return jobs
+
+
+def top_trials(study, k: int) -> list:
+    """The k best finished trials with distinct parameters, best first (ties: earlier trial first)."""
+    from optuna.trial import TrialState
+
+    best, seen = [], set()
+    for t in sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+                    key=lambda t: (-t.value, t.number)):
+        key = json.dumps(t.params, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            best.append(t)
+    return best[:k]
+
+
+def _rerun(spec: SweepSpec, out: Path, reruns, jobs: list[dict], train_fn, log) -> None:
+    from ray import tune
+
+    _tune_env()
+    resources, concurrency = trial_resources(spec.max_concurrent)
+    log(f"re-runs: {len(jobs)} runs ({spec.top_k} best configurations x {spec.seeds} seeds)")
+    tuner = tune.Tuner(
+        tune.with_resources(make_trainable(spec, (out / "trials").resolve(), train_fn), resources),
+        param_space={"job": tune.grid_search(jobs)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True,
+                                    trial_dirname_creator=lambda t: f"rerun-{t.trial_id}"),
+        run_config=_run_config(out, "rerun", [_record_reruns(reruns, spec.dims), _progress("re-run", len(jobs), log)]),
+    )
+    tuner.fit()
+
+
+def _describe(resources: dict) -> str:
+    return ", ".join(f"{v:g} {k.upper()}" for k, v in resources.items())
+
+
+def _progress(phase: str, total: int, log):
+    """A Tune callback printing one line per finished trial: number, parameters, accuracy, time, status."""
+    from ray.tune import Callback
+
+    class Progress(Callback):
+        count = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._line(trial, trial.last_result or {})
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._line(trial, {"status": ERROR, "final": True})
+
+        def _line(self, trial, result):
+            self.count += 1
+            job = trial.config.get("job", {})
+            params = " ".join(f"{k}={_short(v)}" for k, v in job.get("params", {}).items())
+            status = result.get("status", FINISHED) if result.get("final") else PRUNED
+            acc = result.get(METRIC)
+            acc_text = f"acc {acc:.4f}" if _finite(acc) else "acc -"
+            seconds = result.get("wall_seconds", result.get("time_total_s", 0))
+            log(f"{phase} {self.count}/{total}  trial {job.get('trial')} seed {job.get('seed')}  {params}  "
+                f"{acc_text}  {seconds:.0f} s  {status}")
+
+    return Progress()
+
+
+def _record_reruns(study, dims):
+    """A Tune callback storing each finished re-run in the re-run study, keyed by (source trial, seed)."""
+    import optuna
+    from optuna.trial import TrialState
+    from ray.tune import Callback
+
+    class RecordReruns(Callback):
+        seen: set = set()
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._record(trial, trial.last_result, error=False)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._record(trial, trial.last_result, error=True)
+
+        def _record(self, trial, result, error):
+            if trial.trial_id in self.seen:
+                return
+            self.seen.add(trial.trial_id)
+            job = trial.config["job"]
+            status, row = outcome(result, error)
+            ok = status == FINISHED
+            study.add_trial(optuna.trial.create_trial(
+                state=TrialState.COMPLETE if ok else TrialState.FAIL, value=row.get(METRIC) if ok else None,
+                params=job["params"], distributions=to_optuna(dims),
+                user_attrs={**row, "source_trial": job["trial"], "seed": job["seed"]}))
+
+    return RecordReruns()
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,16 @@
+"""`tanplan bench`: both steps timed in one process, ratio and throughput consistent (no timing asserts)."""
+
+import json
+
+from tanplan import cli
+
+
+def test_bench_cli_reports_both_steps_and_their_ratio(capsys):
+    assert cli.main(["bench", "--model", "nosuchnet", "--json"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert cli.main(["bench", "--model", "mlp", "--batch-size", "8", "--repeats", "2", "--json"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["model"] == "mlp" and r["route"] == "ghost" and r["batch_size"] == 8 and r["input_shape"] == [40, 1]
+    assert r["dp_seconds"] > 0 and r["nonprivate_seconds"] > 0
+    assert abs(r["ratio"] - r["dp_seconds"] / r["nonprivate_seconds"]) < 1e-9
+    assert abs(r["dp_samples_per_second"] * r["dp_seconds"] - 8) < 1e-6

@@ -1,0 +1,100 @@
+"""Config: TOML files, dotted overrides, validation with one-line errors, TOML round trip."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tanplan import config as C
+from tanplan.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_match_the_contract():
+    cfg = C.load_config(None)
+    assert cfg.experiment.seed == 0 and cfg.data.dataset == "mnist1d" and cfg.model.name == "cnn1d"
+    assert cfg.privacy.epsilon == 8.0 and cfg.privacy.sigma == 0.0 and cfg.privacy.private is True
+    assert cfg.train.batch_size == 4096 and cfg.train.steps == 200 and cfg.train.optimizer == "sgd"
+
+
+def test_default_experiment_file_loads():
+    cfg = C.load_config(ROOT / "experiments" / "mnist1d.toml")
+    assert cfg.data.dataset == "mnist1d" and cfg.privacy.epsilon <= 8
+
+
+def test_overrides_are_parsed_as_toml_scalars():
+    cfg = C.load_config(None, ["train.steps=300", "train.learning_rate=2", "privacy.private=false",
+                               "experiment.name=123", "data.augmentation=shift"])
+    assert cfg.train.steps == 300 and isinstance(cfg.train.steps, int)
+    assert cfg.train.learning_rate == 2.0 and isinstance(cfg.train.learning_rate, float)
+    assert cfg.privacy.private is False
+    assert cfg.experiment.name == "123"  # a string key keeps the text typed
+    assert cfg.data.augmentation == "shift"
+
+
+@pytest.mark.parametrize("override, words", [
+    ("train.stepz=3", ["train.stepz", "batch_size", "steps"]),
+    ("trian.steps=3", ["trian", "train", "privacy"]),
+    ("train.steps=0", ["train.steps", ">= 1"]),
+    ("train.steps=1.5", ["train.steps", "whole number"]),
+    ("train.optimizer=rmsprop", ["train.optimizer", "sgd", "adamw"]),
+    ("privacy.delta=1", ["privacy.delta", "< 1"]),
+    ("privacy.private=yes", ["privacy.private", "true or false"]),
+    ("train.ema_decay=1.0", ["train.ema_decay", "< 1"]),
+    ("steps=3", ["section.key=value"]),
+])
+def test_bad_overrides_name_the_key_and_what_is_allowed(override, words):
+    with pytest.raises(UsageError) as err:
+        C.load_config(None, [override])
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_unknown_key_in_file(tmp_path):
+    path = tmp_path / "x.toml"
+    path.write_text("[train]\nbatchsize = 3\n")
+    with pytest.raises(UsageError, match="train.batchsize.*valid keys"):
+        C.load_config(path)
+    with pytest.raises(UsageError, match="does not exist"):
+        C.load_config(tmp_path / "missing.toml")
+    path.write_text("[train\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        C.load_config(path)
+
+
+def test_cross_field_checks():
+    with pytest.raises(UsageError, match="proxy_batch_size"):
+        C.load_config(None, ["train.batch_size=100", "train.proxy_batch_size=200"])
+    with pytest.raises(UsageError, match="nesterov"):
+        C.load_config(None, ["train.nesterov=true"])
+
+
+def test_toml_round_trip_and_with_overrides():
+    cfg = C.load_config(None, ["train.steps=7", "experiment.name=a \"quoted\" name", "privacy.sigma=1.25"])
+    again = C.config_from_dict(__import__("tomllib").loads(C.config_to_toml(cfg)))
+    assert again == cfg
+    changed = cfg.with_overrides({"train.learning_rate": 0.5, "train.momentum": 0.9})
+    assert changed.train.learning_rate == 0.5 and changed.train.momentum == 0.9 and changed.train.steps == 7
+    assert cfg.train.learning_rate != 0.5  # frozen: the original is untouched
+    assert changed.get("train.momentum") == 0.9
+    assert C.load_config(None).to_dict()["train"]["steps"] == 200
+
+
+def test_registered_sections_are_read_validated_and_written():
+    @dataclass(frozen=True)
+    class SweepConfig:
+        trials: int = C._f(8, "number of trials", lo=1)
+
+    C.register_section("sweeptest", SweepConfig)
+    try:
+        cfg = C.load_config(None, ["sweeptest.trials=3"])
+        assert cfg.sweeptest.trials == 3
+        assert "[sweeptest]" in C.config_to_toml(cfg)
+        assert C.load_config(None).sweeptest.trials == 8  # defaults when the file has no such section
+        with pytest.raises(UsageError, match="sweeptest.trials"):
+            C.load_config(None, ["sweeptest.trials=0"])
+    finally:
+        C._EXTRA_SECTIONS.pop("sweeptest")

@@ -1,0 +1,77 @@
+"""fit and launch stages with a fake engine (fast): the law, the privacy search, the budget guard."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tanplan import fit as fit_stage
+from tanplan.cli import main
+from tanplan.config import load_config
+from tanplan.errors import BudgetExceeded
+from tanplan.launch import launch
+
+SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
+
+
+def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
+    calls = []
+    rng = np.random.default_rng(0)
+
+    def train_fn(cfg, workdir, progress=False):
+        from tanplan.train import load_data, resolve_plan
+
+        run = resolve_plan(cfg, load_data(cfg).num_train)
+        calls.append(cfg)
+        return {"test_accuracy": law(run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
+                "steps": run.steps, "wall_seconds": 0.0}
+
+    train_fn.calls = calls
+    return train_fn
+
+
+def test_fit_recovers_the_law_and_trains_each_proxy_at_sigma_scaled_with_b(tmp_path):
+    cfg = load_config("experiments/mnist1d.toml", SMALL)
+    train_fn = fake_train()
+    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None)
+    assert result["b"] == pytest.approx(-0.02, abs=0.005)
+    low, high = result["prediction_interval"]
+    assert low < 0.8 - 0.02 * math.log(512) < high
+    sigmas = {p["batch_size"]: p["sigma"] for p in result["points"]}
+    assert sigmas[32] == pytest.approx(2 * sigmas[16]) and sigmas[64] == pytest.approx(4 * sigmas[16])
+    assert (tmp_path / "fit.json").is_file() and (tmp_path / "scaling_law.png").stat().st_size > 0
+    assert len(train_fn.calls) == 6
+
+
+def test_privacy_parameter_search_keeps_eta_and_scales_lr(tmp_path):
+    cfg = load_config("experiments/mnist1d.toml", SMALL)
+    result = fit_stage.privacy_parameter_search(cfg, [0.5, 1, 2], 32, 1, None, train_fn=fake_train(),
+                                                log=lambda *a: None)
+    etas = [m["eta"] for m in result["members"]]
+    assert max(etas) == pytest.approx(min(etas), rel=0.02)  # only B/k rounding moves η
+    lrs = {m["k"]: m["learning_rate"] for m in result["members"]}
+    assert lrs[2] == pytest.approx(lrs[1] / 4) and lrs[0.5] == pytest.approx(lrs[1] * 4)
+    assert result["best"] in result["members"]
+
+
+def test_over_budget_launch_is_refused_before_any_step(tmp_path):
+    cfg = load_config("experiments/mnist1d.toml", SMALL + ["privacy.sigma=0.6", "privacy.epsilon=1.0"])
+    train_fn = fake_train()
+    with pytest.raises(BudgetExceeded):
+        launch(cfg, tmp_path, train_fn=train_fn)
+    assert train_fn.calls == []
+    assert not (tmp_path / "launch.json").exists()
+
+
+def test_over_budget_launch_exits_3(tmp_path, capsys):
+    code = main(["launch", "--config", "experiments/mnist1d.toml", "--out", str(tmp_path / "l"),
+                 *sum([["--set", s] for s in SMALL + ["privacy.sigma=0.6", "privacy.epsilon=1.0"]], [])])
+    assert code == 3
+    assert "above the budget" in capsys.readouterr().err
+    assert not (tmp_path / "l" / "summary.json").exists()
+
+
+def test_best_overrides_from_a_sweep_best_json(tmp_path):
+    path = tmp_path / "best.json"
+    path.write_text('{"best": {"overrides": {"train.learning_rate": 2.0}}}')
+    assert fit_stage.load_best_overrides(path) == {"train.learning_rate": 2.0}
