@@ -52,7 +52,7 @@ def _check_calibration(n, b, steps, eps, delta):
 
 def test_calibration_guarantee_on_random_settings():
     rng = random.Random(20231)
-    for _ in range(int(os.environ.get("TANPLAN_CALIBRATION_CASES", "12"))):
+    for _ in range(int(os.environ.get("TANPLAN_CALIBRATION_CASES", "8"))):
         _check_calibration(*_random_setting(rng))
 
 

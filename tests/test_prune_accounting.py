@@ -20,7 +20,7 @@ def _independent_composed_epsilon(q, sigma, steps, delta, sigma_snip, accountant
     return acc.compose(dp_accounting.ComposedDpEvent([snip, train])).get_epsilon(delta)
 
 
-@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+@pytest.mark.parametrize("accountant", ["rdp", pytest.param("pld", marks=pytest.mark.slow)])
 def test_split_budget_meets_the_target_through_the_composition(accountant):
     q, steps, eps, delta = 0.05, 100, 4.0, 1e-5
     budget = prune_accounting.split_budget(q, steps, eps, delta, 0.2, accountant)

@@ -52,8 +52,15 @@ def test_train_writes_files_and_is_reproducible(tiny_npz, tmp_path):
     assert int(restored["step"]) == 6
     assert load_config(tmp_path / "a" / "config.toml") == cfg  # the run's config, reloadable
 
-    again = train_and_evaluate(cfg, None, progress=False)  # same config and seed: same weights
+
+@pytest.mark.slow
+def test_same_config_and_seed_give_the_same_weights(tiny_npz):
+    cfg = load_config(None, _overrides(tiny_npz, "train.grad_method=ghost"))
+    first = train_and_evaluate(cfg, None, progress=False)
+    again = train_and_evaluate(cfg, None, progress=False)
     assert again["params_checksum"] == first["params_checksum"]
+    other = train_and_evaluate(cfg.with_overrides({"experiment.seed": 1}), None, progress=False)
+    assert other["params_checksum"] != first["params_checksum"]
 
 
 def test_cli_json_and_nonprivate_mode(tiny_npz, tmp_path, capsys):

@@ -140,18 +140,46 @@ def _outer_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
     return jnp.sum(g**2, axis=(1, 2))
 
 
+# Per-example weight gradients are formed (then reused for the weighted sum) when they fit in this
+# many bytes per layer; above it, norms come from Gram matrices or a discarded product instead.
+MAX_PER_EXAMPLE_BYTES = 1 << 28
+
+
 def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True):
     """Per-example squared norms and the weighted sum for a layer whose gradient is a^T·δ (+ Σδ).
 
     a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients.
+    Three ways, by cost: one position per example (dense layers): norms ||a||·||δ||, then one product;
+    many positions (convolutions on large maps), if they fit: form each example's gradient
+    G_i = a_i^T δ_i once, take its norm and Σ w_i G_i from it (the clipped terms are then exactly the
+    ones measured, and no second product is needed); otherwise norms by `_outer_sq_norms` (Gram
+    matrices when cheaper) and the weighted sum as one product a^T (w ⊙ δ).
     """
     a = a.reshape(n, -1, a.shape[-1]).astype(jnp.float32)
     d = d.reshape(n, -1, d.shape[-1]).astype(jnp.float32)
+    positions, dim_in, dim_out = a.shape[1], a.shape[2], d.shape[2]
+    bias_rows = jnp.sum(d, 1) if use_bias else None
     sq = None
+    gram_cheaper = positions * (dim_in + dim_out) < dim_in * dim_out
+    if need_norms and positions > 1 and not gram_cheaper and n * dim_in * dim_out * 4 <= MAX_PER_EXAMPLE_BYTES:
+        per_example = jnp.einsum("ntd,nto->ndo", a, d)
+        sq = jnp.sum(per_example**2, axis=(1, 2))
+        if use_bias:
+            sq = sq + jnp.sum(bias_rows**2, -1)
+
+        def weighted_from_examples(w):
+            keep = w > 0  # where, not product: padding rows may hold inf/nan
+            grads = {"kernel": jnp.einsum("n,ndo->do", w, jnp.where(keep[:, None, None], per_example, 0.0))
+                     .reshape(kernel_shape)}
+            if use_bias:
+                grads["bias"] = jnp.einsum("n,no->o", w, jnp.where(keep[:, None], bias_rows, 0.0))
+            return grads
+
+        return sq, weighted_from_examples
     if need_norms:
         sq = _outer_sq_norms(a, d)
         if use_bias:
-            sq = sq + jnp.sum(jnp.sum(d, 1) ** 2, -1)
+            sq = sq + jnp.sum(bias_rows**2, -1)
 
     def weighted(w):
         keep = (w > 0)[:, None, None]

@@ -29,7 +29,8 @@ def test_jax_privacy_certifies_sensitivity_c_for_add_remove():
     assert fn.sensitivity(dp_accounting.NeighboringRelation.REPLACE_ONE) == 5.0  # what we do NOT assume
 
 
-@pytest.mark.parametrize("route, kind", [("vmap", "cnn"), ("ghost", "cnn"), ("ghost", "mlp")])
+@pytest.mark.parametrize("route, kind", [("vmap", "cnn"), ("ghost", "cnn"),
+                                         pytest.param("ghost", "mlp", marks=pytest.mark.slow)])
 def test_adding_or_removing_one_example_moves_the_sum_by_at_most_c(route, kind):
     x, y = make_rows(ROWS, seed=1, scale=5.0)  # large inputs: most gradients exceed C
     full = np.ones(ROWS, bool)
@@ -58,7 +59,8 @@ def test_padding_rows_change_nothing(route):
         assert tree_max_diff(_sum(route, "cnn", xb, yb, mask)[0], reference) == 0.0
 
 
-@pytest.mark.parametrize("kind, k", [("cnn", 1), ("mlp", 1), pytest.param("cnn", 3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind, k", [("cnn", 1), pytest.param("mlp", 1, marks=pytest.mark.slow),
+                                     pytest.param("cnn", 3, marks=pytest.mark.slow)])
 def test_ghost_route_equals_jax_privacy_clipping(kind, k):
     x, y = make_rows(ROWS, seed=3, scale=3.0)
     mask = np.arange(ROWS) != 2
@@ -68,7 +70,7 @@ def test_ghost_route_equals_jax_privacy_clipping(kind, k):
     np.testing.assert_allclose(la, lb, rtol=1e-5)
 
 
-@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("k", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_clipped_sum_is_the_sum_of_clipped_example_gradients(k):
     # The definition, from each example's own gradient: mean over its K views, then clip, then sum.
     x, y = make_rows(ROWS, seed=4, scale=2.0)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 SCRIPT = r"""
@@ -49,6 +51,7 @@ print("SHARDED-OK")
 """
 
 
+@pytest.mark.slow  # a fresh process with 8 host devices compiles everything again (~25 s here)
 def test_eight_device_step_equals_one_device_step():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(HERE)], capture_output=True, text=True, env=env,

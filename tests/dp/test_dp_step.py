@@ -131,6 +131,7 @@ def test_empirical_noise_std_matches_sigma_c():
     assert tree_max_diff(again, other) > 1
 
 
+@pytest.mark.slow
 def test_nonprivate_step_is_sgd_on_the_sum_over_b():
     fn, state, params = _step(private=False)
     logits_fn, _ = make_tiny("cnn")

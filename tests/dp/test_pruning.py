@@ -40,7 +40,8 @@ def test_synflow_and_dp_snip_masks_keep_the_asked_fraction(tiny, method):
         mask = pruning.synflow_mask(logits_fn, params, x[:1], 0.7, iterations=3)
     else:
         batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 16), bool)}
-        mask = pruning.dp_snip_mask(logits_fn, params, batch, jax.random.key(2), 0.7, C, noise_std=2 * C)
+        snip = jax.jit(lambda p, b, k: pruning.dp_snip_mask(logits_fn, p, b, k, 0.7, C, noise_std=2 * C))
+        mask = snip(params, batch, jax.random.key(2))
     for p, m in zip(jax.tree.leaves(params), jax.tree.leaves(mask)):
         expected = pruning.kept_count(p.size, 0.7) if pruning.is_prunable(p) else p.size
         assert int(np.asarray(m).sum()) == expected
@@ -52,10 +53,10 @@ def test_mask_is_applied_before_clipping(tiny):
     logits_fn, params = tiny
     x, y = make_rows(1, seed=4, scale=30.0)
     mask = pruning.random_mask(jax.random.key(5), params, 0.5)
-    raw, _, _ = clipping.nonprivate_grad_sum(logits_fn)(params, *_chunk(x, y))
+    raw, _, _ = jax.jit(clipping.nonprivate_grad_sum(logits_fn))(params, *_chunk(x, y))
     masked_raw = jax.tree.map(lambda g, m: g * m, raw, mask)
     assert tree_norm(masked_raw) > C
-    clipped, _, _ = clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)(params, *_chunk(x, y))
+    clipped, _, _ = jax.jit(clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C))(params, *_chunk(x, y))
     assert tree_norm(clipped) == pytest.approx(C, rel=1e-4)
     expected = jax.tree.map(lambda g: g * C / tree_norm(masked_raw), masked_raw)
     for a, b in zip(jax.tree.leaves(clipped), jax.tree.leaves(expected)):
@@ -68,7 +69,7 @@ def test_masked_clipped_sum_keeps_sensitivity_c(tiny):
     logits_fn, params = tiny
     x, y = make_rows(8, seed=6, scale=20.0)
     mask = pruning.random_mask(jax.random.key(7), params, 0.6)
-    grad_sum = clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)
+    grad_sum = jax.jit(clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C))
     full, _, _ = grad_sum(params, *_chunk(x, y))
     for i in range(len(x)):
         without = np.ones(len(x), bool)
@@ -114,7 +115,7 @@ def test_noise_reaches_every_kept_coordinate_and_no_masked_one(tiny):
     logits_fn, params = tiny
     mask = pruning.random_mask(jax.random.key(10), params, 0.5)
     grad_sum = clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)
-    noisy = dp_step.make_noisy_grad_sum(grad_sum, 3.0)
+    noisy = jax.jit(dp_step.make_noisy_grad_sum(grad_sum, 3.0))
     x, y = make_rows(4, seed=11)
     batch = {"x": x[None], "y": y[None], "mask": np.zeros((1, 4), bool)}  # all padding: sum is 0
     grads, _ = noisy(params, batch, jax.random.key(12))
