@@ -16,7 +16,8 @@ fresh Tune experiment whose searcher loads the same study (so TPE keeps its hist
 a second study of the same file, one record per (configuration, seed).
 With `--address ray://...` (Ray Client), Ray Tune runs its driver, the searcher included, on the head
 node: DIR must then be on storage that the head node shares. `--address auto` or HOST:PORT, run on
-a node of the cluster, has no such constraint.
+a node of the cluster, has no such constraint. Ray (2.5x+) never turns on token authentication for an
+explicit address: attaching to a cluster that uses it needs RAY_AUTH_MODE=token in the environment.
 Privacy: a trial spends the proxy's budget on the training data, which is the paper's simulation
 setting; the sweep itself releases only the chosen hyper-parameters, which the final run's
 accounting does not cover (as in the paper).
@@ -396,12 +397,35 @@ def connect_ray(address: str | None):
     if address != "auto":
         _check_reachable(address)
     try:
-        ray.init(address=address, **quiet)
+        with _stderr_held_back() as held:  # Ray's C++ client logs every failed attempt to fd 2
+            ray.init(address=address, **quiet)
+        sys.stderr.write(held.read())  # attached: show whatever Ray had to say
     except Exception as err:  # ConnectionError, or the client's own errors
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else 'no detail'}); start one with "
-                         "`ray start --head`, or leave --address out to run locally") from None
+        detail = str(err).splitlines()[0] if str(err) else "no detail"
+        hint = ("start one with `ray start --head`, or leave --address out to run locally" if address == "auto"
+                else "if the cluster uses token authentication, set RAY_AUTH_MODE=token (token from "
+                     "~/.ray/auth_token or RAY_AUTH_TOKEN); or leave --address out to run locally")
+        raise UsageError(f"--address {address}: could not attach to a Ray cluster there "
+                         f"({type(err).__name__}: {detail}); {hint}") from None
     return True
+
+
+@contextlib.contextmanager
+def _stderr_held_back():
+    """Send file descriptor 2 (C++ logs included) to a temporary file; yields it, rewound, afterwards."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    held = tempfile.TemporaryFile(mode="w+")
+    os.dup2(held.fileno(), 2)
+    try:
+        yield held
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -288,6 +288,10 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
     state = sharding.replicate(dp_step.create_train_state(params, optimizer, cfg.train.ema_decay), mesh)
     checkpoints = _Checkpoints(workdir / "checkpoint") if workdir is not None else None
 
+    if method in ("vmap", "plain") and layout.chunks > 1 and jax.default_backend() == "cpu":
+        print(f"tanplan: note: the {method} gradient route accumulates {layout.chunks} chunks; on CPU, XLA runs "
+              "convolution weight-gradients inside loops very slowly: raise train.physical_batch_size to "
+              f"{layout.capacity} for one chunk per step", file=sys.stderr)
     history: list[dict] = []
     examples_timed = 0
     train_seconds = eval_seconds = 0.0
@@ -295,6 +299,7 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
     last: dict[str, Any] = {}
     bar = tqdm(total=run.steps, file=sys.stderr, disable=not progress, unit="step", dynamic_ncols=True,
                desc=f"{cfg.experiment.name} B={run.batch_size} σ={run.sigma:.3g}")
+    eps_now, eps_clock = None, time.perf_counter()
     pending = None  # metrics of the step in flight: read one step late so the host keeps the device busy
 
     def settle(pending_metrics, step_number):
@@ -336,8 +341,12 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
                     if on_eval is not None:
                         on_eval(t + 1, record)
                     eval_seconds += time.perf_counter() - eval_start if t > 0 else 0.0
+                if is_eval:
+                    eps_now, eps_clock = history[-1]["epsilon_spent"], time.perf_counter()
+                elif progress and time.perf_counter() - eps_clock > 2.0:  # ε of the steps so far, every 2 s
+                    eps_now, eps_clock = _epsilon_spent(run, t + 1, "rdp"), time.perf_counter()
                 if last:
-                    bar.set_postfix(_postfix(last, history), refresh=False)
+                    bar.set_postfix(_postfix(last, history, eps_now, run.private), refresh=False)
                 bar.update(1)
             if pending is not None:
                 last = settle(*pending)
@@ -387,12 +396,11 @@ def _evaluate_point(cfg, run, step, state, last, eval_batch, dataset, mesh) -> d
     return record
 
 
-def _postfix(last: dict, history: list[dict]) -> dict:
+def _postfix(last: dict, history: list[dict], eps_now: float | None, private: bool) -> dict:
     out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"}
     if history:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
-        eps = history[-1]["epsilon_spent"]
-        out["ε"] = "∞" if eps is None else f"{eps:.2f}"
+    out["ε"] = "∞" if not private else ("-" if eps_now is None else f"{eps_now:.2f}")
     return out
 
 

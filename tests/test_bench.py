@@ -8,7 +8,8 @@ from tanplan import cli
 def test_bench_cli_reports_both_steps_and_their_ratio(capsys):
     assert cli.main(["bench", "--model", "nosuchnet", "--json"]) == 2
     assert "unknown model" in capsys.readouterr().err
-    assert cli.main(["bench", "--model", "mlp", "--batch-size", "8", "--repeats", "2", "--json"]) == 0
+    assert cli.main(["bench", "--model", "mlp", "--batch-size", "8", "--repeats", "2", "--grad-method", "ghost",
+                     "--json"]) == 0
     (r,) = json.loads(capsys.readouterr().out)
     assert r["model"] == "mlp" and r["route"] == "ghost" and r["batch_size"] == 8 and r["input_shape"] == [40, 1]
     assert r["dp_seconds"] > 0 and r["nonprivate_seconds"] > 0

@@ -11,7 +11,6 @@ import pytest
 from tanplan import cli, sweep
 from tanplan.config import load_config
 from tanplan.errors import TrainingDiverged, UsageError
-from tanplan.sweep_space import parse_space
 
 SPACE = "{learning_rate={low=0.5,high=16.0,log=true}, momentum=[0.0,0.9]}"
 TINY = ["train.batch_size=512", "train.steps=6", "train.eval_every=2", "privacy.sigma=2.0", f"sweep.space={SPACE}"]

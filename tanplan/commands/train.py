@@ -37,6 +37,10 @@ def run(args) -> int:
         ("samples/s", fmt(summary["samples_per_second"], "{:.0f}")),
         ("params checksum", summary["params_checksum"]),
     ]
+    target = summary.get("target")
+    if target:  # a proxy's own ε is no guarantee for anything: show what it stands for
+        rows.insert(2, ("proxy for target B, σ, ε", f"{target['batch_size']}, {fmt(target['sigma'])}, "
+                                                    f"{fmt(target.get('eps_rdp') or target.get('target_epsilon'))}"))
     if "test_accuracy_augtest" in summary:
         rows.insert(1, ("test accuracy (AugTest)", fmt(summary["test_accuracy_augtest"], "{:.4f}")))
     if args.out:

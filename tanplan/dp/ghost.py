@@ -1,17 +1,19 @@
-"""Clipped gradient sums from per-layer norms, without materialising per-example gradients.
+"""Clipped gradient sums from per-layer norms, without jax.vmap over per-example model gradients.
 
-The vmap route (tanplan.dp.clipping, jax-privacy's `clipped_grad`) builds every example's full gradient:
-B copies of the model's gradient, and convolutions run one example at a time. Here instead:
+The vmap route (tanplan.dp.clipping, jax-privacy's `clipped_grad`) differentiates the whole model once
+per example: B copies of every weight gradient, and convolution weight-gradients run one example at a
+time. Here instead ("ghost clipping" with "book-keeping"; Li et al. 2022, Bu et al. 2022):
 
-1. one forward and backward pass of Σ_i loss_i with a zero "perturbation" added to the output of every
-   parameterised layer gives, for each layer l, its inputs a_l and the gradients δ_l of its outputs;
-   rows do not interact (no BatchNorm), so row i of δ_l is example i's own;
-2. the squared norm of example i's gradient is Σ_l ||∂loss_i/∂θ_l||², each term computed from
-   (a_l,i, δ_l,i) alone: for Dense and Conv (through patches) from a_i^T·δ_i, either directly or by the
-   "ghost" Gram identity ||a^T δ||² = <a a^T, δ δ^T> when that is cheaper (Li et al. 2022, Bu et al.
-   2022); for any other layer (GroupNorm, LayerNorm, ...) by vmapping its own vjp over examples;
+1. one forward and backward pass of Σ_i loss_i, with a zero "perturbation" added to the output of every
+   parameterised layer (a flax method interceptor), gives for each layer l its inputs a_l and the
+   gradients δ_l of its outputs; rows do not interact (no BatchNorm), so row i of δ_l is example i's own.
+   No weight gradient is computed in this pass;
+2. example i's squared gradient norm is Σ_l ||∂loss_i/∂θ_l||², each term from (a_l,i, δ_l,i) alone:
+   Dense and Conv (through patches) have gradient a_i^T·δ_i, whose norm comes from ||a||·||δ|| (one
+   position), the Gram identity <a a^T, δ δ^T> (few positions), or the formed a_i^T·δ_i (many); any
+   other layer (GroupNorm, LayerNorm, ...) by vmapping its own vjp over examples;
 3. w_i = min(1, C/||g_i||) (0 for padding rows and for non-finite norms), and the clipped sum
-   Σ_i w_i·g_i = Σ_l vjp_θl(layer_l)(w ⊙ δ_l): one batched weight-gradient per layer ("book-keeping").
+   Σ_i w_i·g_i is assembled layer by layer: one product a^T(w ⊙ δ), or Σ_i w_i·G_i from the formed G_i.
 
 Guarantee: the result equals Σ_i clip_C(g_i) up to floating-point rounding, so adding or removing one
 example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as tanplan.accounting
@@ -19,6 +21,8 @@ assumes. It relies on every parameter living in exactly one layer called once pe
 `unsupported_reason` checks that structure and compares the norms with directly computed per-example
 gradients on a small batch before a run uses this route (train.grad_method = "auto" falls back to the
 vmap route otherwise). Per-example losses and accuracies come back unprivatised (diagnostics only).
+Weight gradients are matrix products, never convolution weight-gradients: XLA's CPU backend runs the
+latter two orders of magnitude slower inside loops such as the accumulation scan.
 """
 
 from __future__ import annotations
@@ -127,33 +131,28 @@ def _subtree(params, path):
 
 
 def _outer_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
-    """||a_i^T d_i||_F² per example for a (n, T, D), d (n, T, O): directly or by Gram matrices."""
-    n, t, dim_in = a.shape
-    dim_out = d.shape[-1]
-    if t == 1:
+    """||a_i^T d_i||_F² per example for a (n, T, D), d (n, T, O), without forming a_i^T d_i:
+    ||a||²·||d||² for T = 1, else the Gram identity <a a^T, d d^T> (O(T²) memory per example)."""
+    if a.shape[1] == 1:
         return jnp.sum(a[:, 0] ** 2, -1) * jnp.sum(d[:, 0] ** 2, -1)
-    if t * (dim_in + dim_out) < dim_in * dim_out:
-        gram_a = jnp.einsum("ntd,nsd->nts", a, a, precision=_HIGHEST)
-        gram_d = jnp.einsum("nto,nso->nts", d, d, precision=_HIGHEST)
-        return jnp.sum(gram_a * gram_d, axis=(1, 2))
-    g = jnp.einsum("ntd,nto->ndo", a, d, precision=_HIGHEST)
-    return jnp.sum(g**2, axis=(1, 2))
+    gram_a = jnp.einsum("ntd,nsd->nts", a, a, precision=_HIGHEST)
+    gram_d = jnp.einsum("nto,nso->nts", d, d, precision=_HIGHEST)
+    return jnp.sum(gram_a * gram_d, axis=(1, 2))
 
 
-# Per-example weight gradients are formed (then reused for the weighted sum) when they fit in this
-# many bytes per layer; above it, norms come from Gram matrices or a discarded product instead.
+# Per-example weight gradients of a layer are formed when they fit in this many bytes; above it, the
+# norms come from Gram matrices (more arithmetic, O(T²) memory per example).
 MAX_PER_EXAMPLE_BYTES = 1 << 28
 
 
 def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True):
     """Per-example squared norms and the weighted sum for a layer whose gradient is a^T·δ (+ Σδ).
 
-    a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients.
-    Three ways, by cost: one position per example (dense layers): norms ||a||·||δ||, then one product;
-    many positions (convolutions on large maps), if they fit: form each example's gradient
-    G_i = a_i^T δ_i once, take its norm and Σ w_i G_i from it (the clipped terms are then exactly the
-    ones measured, and no second product is needed); otherwise norms by `_outer_sq_norms` (Gram
-    matrices when cheaper) and the weighted sum as one product a^T (w ⊙ δ).
+    a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients,
+    T positions per example. By cost: T = 1 (dense layers): norms ||a||·||δ||, then one product a^T(w⊙δ);
+    T(D + O) < D·O (few positions, wide layers): Gram norms, then the same product; otherwise (convolutions
+    on large maps), if they fit: form each example's gradient G_i = a_i^T δ_i once and take both its norm
+    and Σ w_i G_i from it (no second product; the clipped terms are exactly the ones measured).
     """
     a = a.reshape(n, -1, a.shape[-1]).astype(jnp.float32)
     d = d.reshape(n, -1, d.shape[-1]).astype(jnp.float32)
@@ -161,7 +160,8 @@ def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True
     bias_rows = jnp.sum(d, 1) if use_bias else None
     sq = None
     gram_cheaper = positions * (dim_in + dim_out) < dim_in * dim_out
-    if need_norms and positions > 1 and not gram_cheaper and n * dim_in * dim_out * 4 <= MAX_PER_EXAMPLE_BYTES:
+    fits = n * dim_in * dim_out * 4 <= MAX_PER_EXAMPLE_BYTES
+    if need_norms and positions > 1 and not gram_cheaper and fits:
         per_example = jnp.einsum("ntd,nto->ndo", a, d)
         sq = jnp.sum(per_example**2, axis=(1, 2))
         if use_bias:

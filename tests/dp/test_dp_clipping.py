@@ -133,3 +133,16 @@ def test_ghost_support_check_refuses_what_it_cannot_clip(module, words):
     params = module.init(jax.random.key(0), jnp.zeros((1, LENGTH, 1)))["params"]
     reason = ghost.unsupported_reason(lambda p, x: module.apply({"params": p}, x), params, make_rows(2)[0])
     assert reason is not None and words in reason
+
+
+def test_gram_norms_when_per_example_gradients_are_not_formed(monkeypatch):
+    # Above MAX_PER_EXAMPLE_BYTES the route takes norms from Gram matrices instead: same norms, same sum.
+    monkeypatch.setattr(ghost, "MAX_PER_EXAMPLE_BYTES", 0)
+    logits_fn, params = make_tiny("cnn")
+    x, y = make_rows(ROWS, seed=9, scale=2.0)
+    mask = np.arange(ROWS) < 7
+    grads, _, _, norms = jax.jit(ghost.ghost_clipped_grad_sum(logits_fn, CLIP, return_norms=True))(
+        params, x, y, row_keys(), mask)
+    direct = example_grads("cnn", x, y, row_keys())
+    np.testing.assert_allclose(norms[mask], [tree_norm(g) for g, m in zip(direct, mask) if m], rtol=1e-5)
+    assert tree_max_diff(grads, _sum("vmap", "cnn", x, y, mask)[0]) < 1e-5
