@@ -14,6 +14,7 @@ a calibrated parameter never gives ε above the target under the accountant used
 
 from __future__ import annotations
 
+
 import importlib
 import importlib.util
 import math
@@ -201,6 +202,7 @@ def _full_rdp(q: float, sigma: float, steps: int, delta: float) -> tuple[float, 
     return float(eps), float(order)
 
 
+@lru_cache(maxsize=256)  # every proxy run of a fit or sweep calibrates the same target
 def calibrate_sigma(q: float, steps: int, eps: float, delta: float, accountant: str = "rdp") -> float:
     """The smallest σ (to 0.01% in ε) whose exact ε for (q, S, δ) is at most the target ε.
 

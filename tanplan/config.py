@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping
 from tanplan.errors import UsageError
 
 
-def _f(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False, hi_open=False):
+def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False, hi_open=False):
     """A config field with its allowed values: choices, or a range [lo, hi] (open ends optional)."""
     meta = {"doc": doc, "choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open}
     return field(default=default, metadata=meta)
@@ -33,66 +33,68 @@ def _f(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None
 
 @dataclass(frozen=True)
 class ExperimentConfig:
-    name: str = _f("mnist1d", "experiment name, used in reports")
-    seed: int = _f(0, "seed of initialisation, sampling, augmentation and noise", lo=0)
+    name: str = setting("mnist1d", "experiment name, used in reports")
+    seed: int = setting(0, "seed of initialisation, sampling, augmentation and noise", lo=0)
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: str = _f("mnist1d", "mnist1d | mnist5k | cifar10 | npz (see tanplan.data)")
-    path: str = _f("", "directory (cifar10) or .npz file (npz)")
-    num_samples: int = _f(60000, "mnist1d: examples generated in total (80% train)", lo=1)
-    augmentation: str = _f("none", "augmentation family (see tanplan.data)")
-    aug_mult: int = _f(1, "AugMult K: augmentations per example, gradients averaged before clipping", lo=1)
-    aug_test: bool = _f(False, "majority vote over K test-time augmentations")
+    dataset: str = setting("mnist1d", "mnist1d | mnist5k | cifar10 | npz (see tanplan.data)")
+    path: str = setting("", "directory (cifar10) or .npz file (npz)")
+    num_samples: int = setting(60000, "mnist1d: examples generated in total (80% train)", lo=1)
+    train_examples: int = setting(0, "train on the first n training examples only (0 = all); the test set is kept "
+                             "whole (dataset-size studies, small-N demos)", lo=0)
+    augmentation: str = setting("none", "augmentation family (see tanplan.data)")
+    aug_mult: int = setting(1, "AugMult K: augmentations per example, gradients averaged before clipping", lo=1)
+    aug_test: bool = setting(False, "majority vote over K test-time augmentations")
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = _f("cnn1d", "model name (see tanplan.models)")
-    width: int = _f(0, "0 = the model's default", lo=0)
-    depth: int = _f(0, "0 = the model's default", lo=0)
-    norm_order: str = _f("conv_gn_relu", "order of GroupNorm and ReLU", choices=("conv_gn_relu", "conv_relu_gn"))
+    name: str = setting("cnn1d", "model name (see tanplan.models)")
+    width: int = setting(0, "0 = the model's default", lo=0)
+    depth: int = setting(0, "0 = the model's default", lo=0)
+    norm_order: str = setting("conv_gn_relu", "order of GroupNorm and ReLU", choices=("conv_gn_relu", "conv_relu_gn"))
 
 
 @dataclass(frozen=True)
 class PrivacyConfig:
-    epsilon: float = _f(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
-    sigma: float = _f(0.0, "noise multiplier; 0 = calibrate from epsilon", lo=0)
-    delta: float = _f(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
-    clip_norm: float = _f(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
-    accountant: str = _f("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
-    private: bool = _f(True, "false = non-private: no clipping, no noise")
+    epsilon: float = setting(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
+    sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon", lo=0)
+    delta: float = setting(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
+    clip_norm: float = setting(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
+    accountant: str = setting("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
+    private: bool = setting(True, "false = non-private: no clipping, no noise")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    batch_size: int = _f(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
-    steps: int = _f(200, "number of steps S", lo=1)
-    proxy_batch_size: int = _f(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
-    physical_batch_size: int = _f(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
-    optimizer: str = _f("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
-    learning_rate: float = _f(4.0, "peak learning rate", lo=0, lo_open=True)
-    momentum: float = _f(0.0, "SGD momentum", lo=0, hi=1)
-    dampening: float = _f(0.0, "SGD dampening (PyTorch semantics)", lo=0, hi=1)
-    nesterov: bool = _f(False, "SGD Nesterov momentum")
-    weight_decay: float = _f(0.0, "L2 (sgd, adam) or decoupled (adamw) weight decay", lo=0)
-    schedule: str = _f("constant", "learning-rate schedule after warm-up", choices=("constant", "cosine"))
-    warmup_steps: int = _f(0, "linear warm-up steps", lo=0)
-    ema_decay: float = _f(0.0, "EMA of the weights; 0 = off", lo=0, hi=1, hi_open=True)
-    eval_every: int = _f(50, "evaluate every this many steps (and at the end)", lo=1)
-    eval_batch_size: int = _f(1024, "rows per evaluation batch", lo=1)
-    checkpoint_every: int = _f(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
-    grad_method: str = _f("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
+    batch_size: int = setting(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
+    steps: int = setting(200, "number of steps S", lo=1)
+    proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
+    physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
+    optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
+    learning_rate: float = setting(4.0, "peak learning rate", lo=0, lo_open=True)
+    momentum: float = setting(0.0, "SGD momentum", lo=0, hi=1)
+    dampening: float = setting(0.0, "SGD dampening (PyTorch semantics)", lo=0, hi=1)
+    nesterov: bool = setting(False, "SGD Nesterov momentum")
+    weight_decay: float = setting(0.0, "L2 (sgd, adam) or decoupled (adamw) weight decay", lo=0)
+    schedule: str = setting("constant", "learning-rate schedule after warm-up", choices=("constant", "cosine"))
+    warmup_steps: int = setting(0, "linear warm-up steps", lo=0)
+    ema_decay: float = setting(0.0, "EMA of the weights; 0 = off", lo=0, hi=1, hi_open=True)
+    eval_every: int = setting(50, "evaluate every this many steps (and at the end)", lo=1)
+    eval_batch_size: int = setting(1024, "rows per evaluation batch", lo=1)
+    checkpoint_every: int = setting(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
+    grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
     # Pre-pruning and gradient dropping (seeds/002; tanplan.dp.pruning, tanplan.dp.grad_drop)
-    prune_method: str = _f("none", "pre-pruning of each layer's weights before training",
+    prune_method: str = setting("none", "pre-pruning of each layer's weights before training",
                            choices=("none", "random", "synflow", "dp_snip"))
-    prune_rate: float = _f(0.0, "fraction of each layer's weights pruned (kept at 0, never updated)", lo=0, hi=0.9)
-    grad_drop_method: str = _f("none", "per-step dropping of gradient coordinates (no noise there, not updated)",
+    prune_rate: float = setting(0.0, "fraction of each layer's weights pruned (kept at 0, never updated)", lo=0, hi=0.9)
+    grad_drop_method: str = setting("none", "per-step dropping of gradient coordinates (no noise there, not updated)",
                                choices=("none", "random", "magnitude"))
-    grad_drop_rate: float = _f(0.0, "fraction of each layer's kept weights dropped at every step", lo=0, hi=0.9)
-    snip_budget_share: float = _f(0.1, "dp_snip: share of privacy.epsilon spent on the SNIP release",
+    grad_drop_rate: float = setting(0.0, "fraction of each layer's kept weights dropped at every step", lo=0, hi=0.9)
+    snip_budget_share: float = setting(0.1, "dp_snip: share of privacy.epsilon spent on the SNIP release",
                                   lo=0, hi=1, lo_open=True, hi_open=True)
 
 

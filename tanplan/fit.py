@@ -17,7 +17,7 @@ from typing import Callable
 from tanplan.config import Config, register_section
 from tanplan.errors import UsageError
 from tanplan.fileio import save_figure_atomic, write_json_atomic, write_text_atomic
-from tanplan.scaling import ScalingFit, fit_log_linear
+from tanplan.scaling import ScalingFit, fit_log_linear, verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +95,8 @@ def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, lev
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
         "target_batch_size": target_b, "predicted_accuracy": prediction, "prediction_interval": [low, high],
-        "level": level, "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
+        "level": level, "law_holds": verdict(prediction, low, high) is None,
+        "verdict": verdict(prediction, low, high), "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
         "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
     }
     if out is not None:
@@ -111,11 +112,10 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     The proxy of each member keeps the main proxy's savings B/B' (so the proxy σ is the same for all
     k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
     """
-    from tanplan.data import load_dataset
     from tanplan.plan import plan_from_config
+    from tanplan.train import load_data
 
-    dataset = load_dataset(cfg.data.dataset, path=cfg.data.path or None, num_samples=cfg.data.num_samples,
-                           seed=cfg.experiment.seed)
+    dataset = load_data(cfg)
     target = plan_from_config(cfg, int(dataset.x_train.shape[0]))
     rows = []
     for k in factors:
@@ -140,6 +140,45 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     result = {"members": rows, "best": best}
     if out is not None:
         write_json_atomic(out / "privacy_search.json", result)
+    return result
+
+
+def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
+                       train_fn: Callable | None = None, log=print) -> dict:
+    """TAN §4.4, Table 5: N' = k·N at fixed (B, σ, S), δ = 1/N', each simulated at proxy scale.
+
+    q = B/N' and so η fall as N' grows: ε drops while the global signal-to-noise N'·η stays constant.
+    Each member trains the proxy (B', σ·B'/B, S) on the first N' training examples (data.train_examples),
+    which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
+    Factors above 1 need more training data than the config uses: they are skipped when absent.
+    """
+    from tanplan.plan import default_delta, plan_from_config
+    from tanplan.train import load_data
+
+    dataset = load_data(cfg)
+    available = load_data(cfg.with_overrides({"data.train_examples": 0})).num_train
+    target = plan_from_config(cfg, dataset.num_train)
+    rows = []
+    for k in factors:
+        n = int(round(dataset.num_train * k))
+        if not target.batch_size <= n <= available:
+            log(f"  data k={k:g}: N'={n} skipped (needs B={target.batch_size} ≤ N' ≤ {available} available)")
+            continue
+        member = dataclasses.replace(target, dataset_size=n, delta=default_delta(n), target_epsilon=None)
+        member_cfg = cfg.with_overrides({"data.train_examples": n, "privacy.sigma": target.sigma,
+                                         "privacy.delta": member.delta})
+        runs = train_points(member_cfg, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,
+                            label=f"n{n}")
+        accs = [r["test_accuracy"] for r in runs]
+        rows.append({"k": k, "dataset_size": n, "batch_size": target.batch_size, "steps": target.steps,
+                     "sigma": target.sigma, "delta": member.delta, "q": member.q, "eta": member.eta,
+                     "eps_tan": member.eps_tan, "eps_rdp": member.epsilon("rdp"), "proxy_batch_size": proxy_batch_size,
+                     "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs)})
+    if not rows:
+        raise UsageError("no factor gives a valid dataset size: use factors with B ≤ k·N ≤ the training set size")
+    result = {"members": rows}
+    if out is not None:
+        write_json_atomic(out / "dataset_sizes.json", result)
     return result
 
 
@@ -179,13 +218,14 @@ def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Pat
 
 def fit_markdown(result: dict) -> str:
     low, high = result["prediction_interval"]
+    warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
     return (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs (R² = {result['r2']:.3f}); "
             f"predicted at B = {result['target_batch_size']}: {result['predicted_accuracy']:.4f} "
-            f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval)")
+            f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")
 
 
 def write_fit_report(result: dict, out: Path) -> None:
     write_text_atomic(out / "fit.md", f"# Batch scaling law\n\n{fit_markdown(result)}\n\n![scaling law](scaling_law.png)\n")
 
 
-__all__ = ["FitSection", "fit_batch_law", "privacy_parameter_search", "figure_scaling", "load_best_overrides"]
+__all__ = ["FitSection", "fit_batch_law", "privacy_parameter_search", "dataset_size_study", "figure_scaling", "load_best_overrides"]

@@ -63,6 +63,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         "proxy_compute_fraction": fraction, "proxy_runs": len(proxy_runs),
         "best_overrides": best.get("overrides", {}),
         "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n")},
+        "law_holds": fit_result["law_holds"], "verdict": fit_result["verdict"],
         "launch_wall_seconds": launched["wall_seconds"], "wall_seconds": time.perf_counter() - started,
     }
     write_json_atomic(out / "summary.json", summary)

@@ -100,6 +100,15 @@ class Plan:
         }
 
 
+def with_dataset_size(plan: Plan, dataset_size: int) -> Plan:
+    """The same (B, σ, S) on N' examples with δ = 1/N' (TAN §4.4, Table 5): q, η and ε fall as N' grows,
+    while the global signal-to-noise N'·η stays the same."""
+    if not plan.batch_size <= dataset_size:
+        raise UsageError(f"dataset size {dataset_size} is not allowed: must be ≥ the batch size {plan.batch_size}")
+    return dataclasses.replace(plan, dataset_size=int(dataset_size), delta=default_delta(dataset_size),
+                               target_epsilon=None)
+
+
 def default_delta(dataset_size: int) -> float:
     """δ = 1/N, the usual default (a δ above 1/N allows releasing an example outright)."""
     return 1.0 / dataset_size

@@ -58,3 +58,14 @@ def fit_log_linear(batch_sizes, accuracies) -> ScalingFit:
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     dof = max(1, x.size - 2)
     return ScalingFit(a, b, r2, int(x.size), math.sqrt(ss_res / dof), x_mean, sxx)
+
+
+def verdict(prediction: float, low: float, high: float) -> str | None:
+    """None when the law's extrapolation is usable; else why not (an accuracy lives in [0, 1])."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "the interval is unbounded: train more seeds or more batch sizes (n ≤ 2)"
+    if not 0.0 <= prediction <= 1.0 or low < 0.0 or high > 1.0:
+        return ("the log-linear law does not hold over this range: its extrapolation leaves [0, 1]. The proxies "
+                "are limited by sampling noise, not by DP noise; move them closer to the target, or lower "
+                "ε / raise S so that they reach the DP-noise plateau")
+    return None

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tanplan.config import Config, _f, register_section
+from tanplan.config import Config, register_section, setting
 from tanplan.errors import UsageError
 
 # Short names of the searched keys -> the config key each one sets.
@@ -73,13 +73,13 @@ _RANGE_KEYS = ("low", "high", "log", "step")
 class SweepSection:
     """[sweep]: the settings read by `tanplan sweep`; [sweep.space] stays a raw table until parse_space."""
 
-    trials: int = _f(20, "trials of the search", lo=1)
-    top_k: int = _f(3, "best configurations re-run over `seeds` seeds (0 = none)", lo=0)
-    seeds: int = _f(3, "seeds per re-run configuration", lo=1)
-    scheduler: str = _f("none", "early stopping on intermediate evaluations", choices=("none", "asha"))
-    max_concurrent: int = _f(0, "trials at once; 0 = one per GPU, 1 without GPUs", lo=0)
-    proxy_batch_size: int = _f(0, "default proxy batch B' (0 = --proxy-batch-size is required)", lo=0)
-    startup_trials: int = _f(10, "random trials before TPE models the results", lo=0)
+    trials: int = setting(20, "trials of the search", lo=1)
+    top_k: int = setting(3, "best configurations re-run over `seeds` seeds (0 = none)", lo=0)
+    seeds: int = setting(3, "seeds per re-run configuration", lo=1)
+    scheduler: str = setting("none", "early stopping on intermediate evaluations", choices=("none", "asha"))
+    max_concurrent: int = setting(0, "trials at once; 0 = one per GPU, 1 without GPUs", lo=0)
+    proxy_batch_size: int = setting(0, "default proxy batch B' (0 = --proxy-batch-size is required)", lo=0)
+    startup_trials: int = setting(10, "random trials before TPE models the results", lo=0)
     space: dict = field(default_factory=dict, metadata={"doc": "searched keys: choices or {low, high, log}"})
 
 

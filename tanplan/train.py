@@ -37,11 +37,13 @@ from tanplan.fileio import write_json_atomic, write_text_atomic
 
 
 def load_data(cfg: Config):
-    """The Dataset of cfg.data (tanplan.data)."""
+    """The Dataset of cfg.data (tanplan.data), cut to data.train_examples when that is set."""
     from tanplan.data import load_dataset
+    from tanplan.data.dataset import with_train_examples
 
     d = cfg.data
-    return load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples)
+    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples),
+                               d.train_examples)
 
 
 def build_model(cfg: Config, num_classes: int):
@@ -97,6 +99,9 @@ def resolve_plan(cfg: Config, dataset_size: int) -> RunPlan:
                    target if t.proxy_batch_size else None, snip_sigma * plan.batch_size / target.batch_size)
 
 
+_GHOST_CHECKS: dict = {}
+
+
 def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     """The per-chunk gradient sum and the route's name.
 
@@ -111,7 +116,12 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     clip = cfg.privacy.clip_norm if cfg.privacy.private else None
     method = cfg.train.grad_method
     if method in ("auto", "ghost"):
-        reason = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
+        # The check depends on the model's structure and input shape only: once per process (it compiles
+        # per-example gradients, ~5 s, which dominated short proxy runs).
+        key = (cfg.model, tuple(example_x.shape[1:]), method)
+        if key not in _GHOST_CHECKS:
+            _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
+        reason = _GHOST_CHECKS[key]
         if reason is None:
             return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k), "ghost"
         if method == "ghost":

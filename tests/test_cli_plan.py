@@ -123,3 +123,20 @@ def test_plan_report_writes_tables_and_three_figures(capsys, tmp_path):
     text = (out_dir / "report.md").read_text()
     assert "never a guarantee" in text and "![privacy wall](privacy_wall.png)" in text
     assert (out_dir / "privacy_wall.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_dataset_sizes_keep_b_sigma_s_and_match_the_paper_table_5(capsys):
+    # TAN Table 5 (CIFAR-10, B = 4096, σ = 3, S = 2500, δ = 1/N): ε = 150.3 at N = 5k.
+    code, out, _ = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "2500",
+                           "--sigma", "3", "--dataset-sizes", "5000,25000,50000", "--json")
+    rows = json.loads(out)["dataset_sizes"]
+    assert code == 0 and [r["dataset_size"] for r in rows] == [5000, 25000, 50000]
+    assert all(r["sigma"] == 3 and r["batch_size"] == 4096 and r["delta"] == 1 / r["dataset_size"] for r in rows)
+    assert rows[0]["eps_tan"] == pytest.approx(150.3, rel=0.01)
+    assert rows[0]["eps_rdp"] > rows[1]["eps_rdp"] > rows[2]["eps_rdp"]
+
+
+def test_dataset_size_below_the_batch_is_exit_2(capsys):
+    code, _, err = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "2500",
+                           "--sigma", "3", "--dataset-sizes", "1000")
+    assert code == 2 and "1000" in err and len(err.strip().splitlines()) == 1

@@ -86,7 +86,7 @@ def test_toml_round_trip_and_with_overrides():
 def test_registered_sections_are_read_validated_and_written():
     @dataclass(frozen=True)
     class SweepConfig:
-        trials: int = C._f(8, "number of trials", lo=1)
+        trials: int = C.setting(8, "number of trials", lo=1)
 
     C.register_section("sweeptest", SweepConfig)
     try:

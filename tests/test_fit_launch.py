@@ -75,3 +75,29 @@ def test_best_overrides_from_a_sweep_best_json(tmp_path):
     path = tmp_path / "best.json"
     path.write_text('{"best": {"overrides": {"train.learning_rate": 2.0}}}')
     assert fit_stage.load_best_overrides(path) == {"train.learning_rate": 2.0}
+
+
+def test_dataset_size_study_keeps_b_sigma_s_and_n_eta_while_epsilon_falls(tmp_path):
+    cfg = load_config("experiments/mnist1d.toml", SMALL)  # 1,600 training examples, B = 512
+    train_fn = fake_train()
+    result = fit_stage.dataset_size_study(cfg, [0.25, 0.5, 1.0, 2.0], 32, 1, None, train_fn=train_fn,
+                                          log=lambda *a: None)
+    members = result["members"]
+    assert [m["dataset_size"] for m in members] == [800, 1600]  # 400 < B and 3,200 > the data: skipped
+    assert len({m["sigma"] for m in members}) == 1 and len({m["steps"] for m in members}) == 1
+    n_eta = [m["dataset_size"] * m["eta"] for m in members]
+    assert n_eta[0] == pytest.approx(n_eta[1])
+    assert members[0]["eps_rdp"] > members[1]["eps_rdp"]
+    assert [m["delta"] for m in members] == [1 / 800, 1 / 1600]
+    trained_on = [c.data.train_examples for c in train_fn.calls]
+    assert trained_on == [800, 1600]
+
+
+def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
+    cfg = load_config("experiments/mnist1d.toml", SMALL)
+    steep = fake_train(law=lambda b: 0.1 + 0.35 * math.log(b / 16), noise=0.03)
+    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None)
+    assert result["predicted_accuracy"] > 1 and not result["law_holds"]
+    assert "does not hold" in fit_stage.fit_markdown(result)
+    flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(), log=lambda *a: None)
+    assert flat["law_holds"] and flat["verdict"] is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tanplan.commands._args import float_list, int_list, positive_int, print_json
+from tanplan.commands._args import float_list, int_list, positive_int, print_json, print_table
 
 HELP = "fit accuracy = a + b·ln B over proxy batch sizes and predict the target (or search S at constant η)"
 
@@ -13,11 +13,13 @@ def configure(parser) -> None:
     parser.add_argument("--best", help="best.json of a sweep: its configuration is the one trained")
     parser.add_argument("--batch-sizes", type=int_list, help="proxy batch sizes, e.g. 32,64,128,256")
     parser.add_argument("--seeds", type=positive_int, help="seeds per batch size (default [fit] seeds)")
-    parser.add_argument("--vary", choices=("batch", "steps"), default="batch",
-                        help="batch: the scaling law; steps: the privacy-parameter search at constant η and σ")
-    parser.add_argument("--factors", type=float_list, help="k values for --vary steps (S·k², B/k)")
-    parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps (default: the "
-                        "smallest of --batch-sizes)")
+    parser.add_argument("--vary", choices=("batch", "steps", "data"), default="batch",
+                        help="batch: the scaling law; steps: the privacy-parameter search at constant η and σ; "
+                             "data: the dataset-size study at fixed (B, σ, S), δ = 1/N")
+    parser.add_argument("--factors", type=float_list, help="k values for --vary steps (S·k², B/k) or data (N·k, "
+                        "at most the training set size)")
+    parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
+                        "(default: the smallest of --batch-sizes)")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 
@@ -35,6 +37,16 @@ def run(args) -> int:
     seeds = args.seeds or section.seeds
     out = Path(args.out)
     log = (lambda *a, **k: None) if args.json else print
+    if args.vary == "data":
+        result = fit.dataset_size_study(cfg, args.factors or [0.25, 0.5, 1.0], args.proxy_batch_size or min(sizes),
+                                        seeds, out, log=log)
+        if args.json:
+            print_json(result)
+        else:
+            print_table([(f"N={m['dataset_size']:,}", f"ε RDP {m['eps_rdp']:.3g} (ε_TAN {m['eps_tan']:.3g}), δ {m['delta']:.2g}, "
+                          f"proxy accuracy {m['mean_accuracy']:.4f} ± {m['std_accuracy']:.4f}")
+                         for m in result["members"]], title="dataset size at fixed (B, σ, S)")
+        return 0
     if args.vary == "steps":
         result = fit.privacy_parameter_search(cfg, args.factors or list(section.factors),
                                               args.proxy_batch_size or min(sizes), seeds, out, log=log)

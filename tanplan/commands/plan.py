@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tanplan.commands._args import positive_float, positive_int, print_json, print_table, probability
+from tanplan.commands._args import int_list, positive_float, positive_int, print_json, print_table, probability
 
 HELP = "compute σ (or ε), η, TAN, ε_TAN and the exact ε of a DP-SGD plan, with its regime and advice"
 
@@ -24,6 +24,8 @@ def add_target_arguments(parser) -> None:
 
 def configure(parser) -> None:
     add_target_arguments(parser)
+    parser.add_argument("--dataset-sizes", type=int_list, metavar="N1,N2,...",
+                        help="also show ε at these dataset sizes for the same (B, σ, S), δ = 1/N (TAN Table 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--out", metavar="DIR", help="write report.md, family tables (CSV) and figures here")
 
@@ -81,6 +83,10 @@ def run(args) -> int:
     result = plan.to_dict(accountants)
     result["regime_text"] = tan.REGIME_TEXT[plan.regime]
     result["advice"] = advice_lines(plan, accountants)
+    if args.dataset_sizes:
+        from tanplan.plan import with_dataset_size
+
+        result["dataset_sizes"] = [with_dataset_size(plan, n).to_dict(accountants) for n in args.dataset_sizes]
     if args.out:
         from tanplan.report_plan import write_plan_report
 
@@ -92,6 +98,10 @@ def run(args) -> int:
     print(f"regime: {result['regime_text']}")
     for line in result["advice"]:
         print(f"  - {line}")
+    for row in result.get("dataset_sizes", []):
+        exact = ", ".join(f"ε {acc.upper()} {row['eps_' + acc]:.4g}" for acc in accountants)
+        print(f"  N = {row['dataset_size']:,}: q {row['q']:.4g}, η {row['eta']:.4g}, N·η {row['dataset_size'] * row['eta']:.4g}, "
+              f"δ {row['delta']:.2g}, {exact}, ε_TAN {row['eps_tan']:.4g}")
     print("ε_TAN is a heuristic, never a guarantee; the exact ε is the accountant's.")
     if args.out:
         print(f"report: {args.out}/report.md")

@@ -6,7 +6,7 @@ set would be a release that DP-SGD's accounting does not cover.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,19 @@ class Dataset:
     def data_kind(self) -> str:
         """"image" for (H, W, C) examples, "1d" for (length, channels); selects the augmentations."""
         return "image" if self.x_train.ndim == 4 else "1d"
+
+
+def with_train_examples(ds: Dataset, n: int) -> Dataset:
+    """ds trained on its first n training examples (n = 0: all), the test set unchanged.
+
+    N, the size the accountant uses (q = B/N), is then n: the examples left out are never touched.
+    """
+    if n == 0 or n == ds.num_train:
+        return ds
+    if not 0 < n <= ds.num_train:
+        raise UsageError(f"data.train_examples = {n} is not allowed: {ds.name} has {ds.num_train} training "
+                         f"examples; use 1..{ds.num_train}, or 0 for all")
+    return replace(ds, x_train=ds.x_train[:n], y_train=ds.y_train[:n])
 
 
 def validated(ds: Dataset, source: str) -> Dataset:

@@ -265,3 +265,16 @@ def test_unknown_dataset_lists_the_valid_ones():
 def test_a_path_for_a_dataset_that_reads_none_is_refused(tmp_path):
     with pytest.raises(UsageError, match="not used by mnist1d"):
         load_dataset("mnist1d", path=tmp_path, num_samples=40)
+
+
+def test_train_examples_keeps_the_first_n_and_the_whole_test_set():
+    from tanplan.config import load_config
+    from tanplan.train import load_data
+
+    full = load_data(load_config(None, ["data.num_samples=200"]))
+    cut = load_data(load_config(None, ["data.num_samples=200", "data.train_examples=50"]))
+    assert cut.num_train == 50 and cut.num_test == full.num_test
+    np.testing.assert_array_equal(cut.x_train, full.x_train[:50])
+    np.testing.assert_array_equal(cut.y_test, full.y_test)
+    with pytest.raises(UsageError, match="train_examples = 161"):
+        load_data(load_config(None, ["data.num_samples=200", "data.train_examples=161"]))
