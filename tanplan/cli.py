@@ -8,6 +8,7 @@ here: 2 bad input, 3 privacy budget exceeded, 1 internal error; always one line 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -46,6 +47,10 @@ def build_parser(commands=COMMANDS) -> argparse.ArgumentParser:
     return parser
 
 
+# A path the user gave that cannot be used (exit 2), as opposed to a failure of the machine (exit 1).
+_BAD_PATH_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.EEXIST}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -63,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tanplan: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # an unwritable or missing path, a full disk: name the path, no traceback
+        where = f" {err.filename}" if err.filename else ""
+        print(f"tanplan: error: cannot use{where}: {err.strerror or err}", file=sys.stderr)
+        return 2 if err.errno in _BAD_PATH_ERRNOS else 1
     except Exception as err:  # an internal error: one line unless TANPLAN_DEBUG asks for the traceback
         if os.environ.get("TANPLAN_DEBUG"):
             raise

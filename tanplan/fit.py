@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tanplan.config import Config, register_section
+from tanplan.config import Config, register_section, setting
 from tanplan.errors import UsageError
 from tanplan.fileio import save_figure_atomic, write_json_atomic, write_text_atomic
 from tanplan.scaling import ScalingFit, fit_log_linear, verdict
@@ -28,6 +28,8 @@ class FitSection:
     seeds: int = 3
     factors: tuple = (0.25, 0.5, 1.0, 2.0, 4.0)
     level: float = 0.95
+    law: str = setting("auto", "auto | log-linear | flat: auto drops the slope when its interval contains 0 "
+                       "(tanplan.scaling)", choices=("auto", "log-linear", "flat"))
 
 
 register_section("fit", FitSection)
@@ -80,8 +82,12 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
-                  train_fn: Callable | None = None, log=print) -> dict:
-    """Train the proxies, fit accuracy = a + b·ln B, predict the target B with a `level` interval."""
+                  law: str = "auto", train_fn: Callable | None = None, log=print) -> dict:
+    """Train the proxies, fit accuracy = a + b·ln B, predict the target B with a `level` interval.
+
+    law: "log-linear" extrapolates the fitted line; "flat" predicts the mean (b = 0); "auto" uses the line
+    unless b's `level` interval contains 0 (tanplan.scaling.ScalingFit.choose). Both are in the result.
+    """
     for b in batch_sizes:
         if b > cfg.train.batch_size:
             raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {cfg.train.batch_size}")
@@ -91,9 +97,14 @@ def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, lev
     rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
     fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
     target_b = cfg.train.batch_size
-    prediction, low, high = fit.predict(target_b, level)
+    loglinear = fit.predict(target_b, level)
+    model, (prediction, low, high) = (("log-linear", loglinear) if law == "log-linear"
+                                      else ("flat", fit.predict_flat(level)) if law == "flat"
+                                      else fit.choose(target_b, level))
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
+        "slope_interval": list(fit.slope_interval(level)), "law": law, "model": model,
+        "loglinear_prediction": {"predicted_accuracy": loglinear[0], "prediction_interval": list(loglinear[1:])},
         "target_batch_size": target_b, "predicted_accuracy": prediction, "prediction_interval": [low, high],
         "level": level, "law_holds": verdict(prediction, low, high) is None,
         "verdict": verdict(prediction, low, high), "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
@@ -201,6 +212,9 @@ def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Pat
                 label="proxy runs (mean ± 2 std)")
     xs = np.geomspace(min(sizes), target, 50)
     ax.plot(xs, fit.a + fit.b * np.log(xs), "--", color="C0", label=f"fit a + b·ln B (R²={fit.r2:.2f})")
+    if result.get("model") == "flat":
+        ax.plot(xs, np.full_like(xs, result["predicted_accuracy"]), ":", color="C2",
+                label="flat (b = 0: the slope's interval contains 0), used")
     low, high = result["prediction_interval"]
     ax.errorbar([target], [result["predicted_accuracy"]],
                 yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
@@ -219,6 +233,13 @@ def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Pat
 def fit_markdown(result: dict) -> str:
     low, high = result["prediction_interval"]
     warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
+    if result.get("model") == "flat":
+        ll = result["loglinear_prediction"]
+        s_low, s_high = result["slope_interval"]
+        warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
+                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). The "
+                   f"line alone would predict {ll['predicted_accuracy']:.4f} [{ll['prediction_interval'][0]:.4f}, "
+                   f"{ll['prediction_interval'][1]:.4f}].") + warning
     return (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs (R² = {result['r2']:.3f}); "
             f"predicted at B = {result['target_batch_size']}: {result['predicted_accuracy']:.4f} "
             f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")

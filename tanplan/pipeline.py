@@ -42,7 +42,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
 
     log(f"[3/4] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
     fit_result = fit_stage.fit_batch_law(best_cfg, list(fit_cfg.batch_sizes), fit_cfg.seeds, out / "fit",
-                                         level=fit_cfg.level, log=log)
+                                         level=fit_cfg.level, law=fit_cfg.law, log=log)
 
     log(f"[4/4] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
     launched = launch(best_cfg, out / "launch", progress=True)
@@ -63,7 +63,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         "proxy_compute_fraction": fraction, "proxy_runs": len(proxy_runs),
         "best_overrides": best.get("overrides", {}),
         "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n")},
-        "law_holds": fit_result["law_holds"], "verdict": fit_result["verdict"],
+        "law_holds": fit_result["law_holds"], "verdict": fit_result["verdict"], "model": fit_result["model"],
+        "loglinear_prediction": fit_result["loglinear_prediction"],
         "launch_wall_seconds": launched["wall_seconds"], "wall_seconds": time.perf_counter() - started,
     }
     write_json_atomic(out / "summary.json", summary)

@@ -2,6 +2,12 @@
 
 Ordinary least squares on every (B, seed) point; the prediction at the target batch size comes with a
 Student-t prediction interval for a new run, ŷ ± t·s·√(1 + 1/n + (x₀ − x̄)²/Sxx), x = log B.
+
+Extrapolating 30-100× beyond the proxies multiplies the slope's error by ln(B/B'): with seed noise of
+1-2 points that alone is ±5 points. When the slope's interval contains 0 the data cannot tell the law
+from the flat regime the paper reports on CIFAR-10 (accuracy constant in B at constant η_step), so
+`choose` predicts with b = 0 (the mean of the runs, ȳ ± t·s_y·√(1 + 1/n)) and says so. This is a
+pre-test: when the true slope is small but not zero its interval covers a little less than `level`.
 """
 
 from __future__ import annotations
@@ -23,6 +29,33 @@ class ScalingFit:
     residual_std: float  # s, with n − 2 degrees of freedom
     x_mean: float
     sxx: float
+    y_std: float = 0.0  # sample standard deviation of the accuracies (n − 1 degrees of freedom)
+
+    def slope_interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The `level` confidence interval of b."""
+        from scipy import stats
+
+        if self.n <= 2 or self.sxx <= 0:
+            return -math.inf, math.inf
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 2)) * self.residual_std / math.sqrt(self.sxx)
+        return self.b - half, self.b + half
+
+    def predict_flat(self, level: float = 0.95) -> tuple[float, float, float]:
+        """(prediction, low, high) with b = 0: the mean of the runs and a `level` interval for a new run."""
+        from scipy import stats
+
+        mean = self.a + self.b * self.x_mean
+        if self.n <= 1:
+            return mean, -math.inf, math.inf
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.y_std * math.sqrt(1 + 1 / self.n)
+        return mean, mean - half, mean + half
+
+    def choose(self, batch_size: float, level: float = 0.95) -> tuple[str, tuple[float, float, float]]:
+        """("log-linear" or "flat", (prediction, low, high)): flat when b's interval contains 0."""
+        low, high = self.slope_interval(level)
+        if low <= 0.0 <= high and math.isfinite(low):
+            return "flat", self.predict_flat(level)
+        return "log-linear", self.predict(batch_size, level)
 
     def predict(self, batch_size: float, level: float = 0.95) -> tuple[float, float, float]:
         """(prediction, low, high) for one new run at batch_size, with a `level` prediction interval."""
@@ -57,7 +90,7 @@ def fit_log_linear(batch_sizes, accuracies) -> ScalingFit:
     ss_tot = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
     dof = max(1, x.size - 2)
-    return ScalingFit(a, b, r2, int(x.size), math.sqrt(ss_res / dof), x_mean, sxx)
+    return ScalingFit(a, b, r2, int(x.size), math.sqrt(ss_res / dof), x_mean, sxx, float(y.std(ddof=1)))
 
 
 def verdict(prediction: float, low: float, high: float) -> str | None:

@@ -140,3 +140,12 @@ def test_dataset_size_below_the_batch_is_exit_2(capsys):
     code, _, err = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "2500",
                            "--sigma", "3", "--dataset-sizes", "1000")
     assert code == 2 and "1000" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line_and_exit_2(capsys, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("keep me")
+    code, _, err = run_cli(capsys, "plan", "--dataset-size", "1000", "--batch-size", "10", "--steps", "10",
+                           "--sigma", "1", "--out", str(blocker / "report"))
+    assert code == 2 and str(blocker) in err and len(err.strip().splitlines()) == 1
+    assert blocker.read_text() == "keep me"

@@ -61,3 +61,24 @@ def test_checkpoint_roundtrip_keeps_the_tree_and_meta(tmp_path):
     np.testing.assert_array_equal(got["a"], tree["a"] + 1)
     np.testing.assert_array_equal(got["b"][0], tree["b"][0])
     assert json.dumps(meta)
+
+
+def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path):
+    import errno
+
+    from tanplan.checkpoint import CheckpointError, LaunchCheckpoints
+
+    tree = {"w": np.arange(3.0, dtype=np.float32)}
+    ckpt = LaunchCheckpoints(tmp_path / "c")
+    ckpt.save(1, tree, {"step": 1})
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    ckpt.manager.save = disk_full
+    with pytest.raises(CheckpointError, match="No space left on device.*previous checkpoint is kept"):
+        ckpt.save(2, {"w": tree["w"] + 1}, {"step": 2})
+    got, meta = ckpt.restore_latest(tree)
+    ckpt.close()
+    assert meta["step"] == 1
+    np.testing.assert_array_equal(got["w"], tree["w"])

@@ -60,3 +60,36 @@ def test_privacy_parameter_family_has_equal_eta_at_every_k():
     reference = tan.eta(b / n, sigma, steps)
     for point in tan.privacy_parameter_family(b, sigma, steps, (0.25, 0.5, 1, 2, 4)):
         assert tan.eta(point.batch_size / n, point.sigma, point.steps) == pytest.approx(reference, rel=1e-9)
+
+
+def _coverage_of_choose(rng, a, b, noise, target, trials=1500):
+    hits, flats = 0, 0
+    for _ in range(trials):
+        fit = fit_log_linear(*synthetic(rng, a, b, noise))
+        model, (_, lo, hi) = fit.choose(target)
+        flats += model == "flat"
+        actual = a + b * math.log(target) + rng.normal(0, noise)
+        hits += lo <= actual <= hi
+    return hits / trials, flats / trials
+
+
+def test_flat_truth_is_predicted_by_the_mean_and_still_covered():
+    coverage, flat_share = _coverage_of_choose(np.random.default_rng(3), 0.8, 0.0, 0.015, 4096)
+    assert flat_share >= 0.9  # the slope test keeps the line only ~5% of the time
+    assert coverage >= 0.93
+
+
+def test_a_clear_slope_is_kept_and_covered():
+    coverage, flat_share = _coverage_of_choose(np.random.default_rng(4), 0.5, 0.05, 0.005, 4096)
+    assert flat_share == 0.0
+    assert 0.93 <= coverage <= 0.97
+
+
+def test_flat_prediction_is_the_mean_with_a_t_interval():
+    y = np.array([0.82, 0.85, 0.84, 0.85, 0.85, 0.85, 0.82, 0.82])
+    fit = fit_log_linear([64] * 4 + [128] * 4, y)
+    mean, lo, hi = fit.predict_flat()
+    assert mean == pytest.approx(y.mean())
+    from scipy import stats
+    half = stats.t.ppf(0.975, 7) * y.std(ddof=1) * math.sqrt(1 + 1 / 8)
+    assert (lo, hi) == (pytest.approx(mean - half), pytest.approx(mean + half))

@@ -20,6 +20,8 @@ def configure(parser) -> None:
                         "at most the training set size)")
     parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
                         "(default: the smallest of --batch-sizes)")
+    parser.add_argument("--law", choices=("auto", "log-linear", "flat"), help="prediction: the fitted line, the "
+                        "mean (b = 0), or auto (the line unless the slope's interval contains 0; default [fit] law)")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 
@@ -58,7 +60,7 @@ def run(args) -> int:
                   f"σ = {best['sigma']:.4g}, exact ε (RDP) = {best['eps_rdp']:.4g}, proxy accuracy "
                   f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
         return 0
-    result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, log=log)
+    result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=args.law or section.law, log=log)
     fit.write_fit_report(result, out)
     if args.json:
         print_json(result)
