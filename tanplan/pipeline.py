@@ -6,6 +6,7 @@ proxy_compute_fraction = (examples processed by every proxy run: sweep trials, r
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from tanplan.config import Config
 from tanplan.fileio import write_json_atomic, write_text_atomic
 
 
-def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None) -> dict:
+def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None,
+                 baselines: bool = False, baseline_features: str | None = None,
+                 baseline_public: str | None = None) -> dict:
     from tanplan import fit as fit_stage
     from tanplan import sweep
     from tanplan.launch import launch
@@ -21,30 +24,31 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     from tanplan.train import load_data, resolve_plan
 
     started = time.perf_counter()
+    stages = 5 if baselines else 4
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(cfg)
     plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
 
-    log(f"[1/4] plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
+    log(f"[1/{stages}] plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
         f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
     write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
 
     fit_cfg = fit_stage.fit_section(cfg)
     sweep_proxy = min(fit_cfg.batch_sizes)
     spec = sweep.prepare(cfg, proxy_batch_size=sweep_proxy, trials=trials, dataset=dataset)
-    log(f"[2/4] sweep: {spec.trials} trials at B'={sweep_proxy} (σ'={spec.proxy['sigma']:.4g})")
+    log(f"[2/{stages}] sweep: {spec.trials} trials at B'={sweep_proxy} (σ'={spec.proxy['sigma']:.4g})")
     resume = (out / "sweep" / sweep.STUDY_FILE).is_file()  # a rerun continues (or reuses) the same sweep
     sweep_summary = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
                                     log=lambda line: log(f"  {line}"))
     best = sweep_summary["best"] or {}
     best_cfg = cfg.with_overrides(best.get("overrides", {}))
 
-    log(f"[3/4] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
+    log(f"[3/{stages}] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
     fit_result = fit_stage.fit_batch_law(best_cfg, list(fit_cfg.batch_sizes), fit_cfg.seeds, out / "fit",
                                          level=fit_cfg.level, law=fit_cfg.law, log=log)
 
-    log(f"[4/4] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
+    log(f"[4/{stages}] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
     launched = launch(best_cfg, out / "launch", progress=True)
     actual = float(launched["summary"]["test_accuracy"])
     fit_stage.figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
@@ -67,9 +71,31 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         "loglinear_prediction": fit_result["loglinear_prediction"],
         "launch_wall_seconds": launched["wall_seconds"], "wall_seconds": time.perf_counter() - started,
     }
+    baseline_md = ""
+    if baselines and summary["epsilon_rdp"] is not None:
+        log(f"[5/{stages}] baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
+        summary["baselines"], baseline_md = _baselines(summary["epsilon_rdp"], plan.delta, baseline_features,
+                                                       baseline_public, out / "baselines")
+    summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "report.md", _report(cfg, plan, sweep_summary, fit_result, summary, out))
+    write_text_atomic(out / "report.md", _report(cfg, plan, sweep_summary, fit_result, summary, out) + baseline_md)
     return summary
+
+
+def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tuple[list[dict], str]:
+    """The cheaper private methods at the launch's exact ε and δ, for the report's comparison.
+
+    Without a features file they run on tanplan's demo features (an encoder trained on public mnist1d,
+    applied to an independent private mnist1d draw): the same task, not the same examples.
+    """
+    from tanplan.baselines.report import markdown, write_outputs
+    from tanplan.baselines.runner import baseline_rows
+
+    rows, notes = baseline_rows(epsilon, delta, features, public, seed=0)
+    source = features or "tanplan's demo features (public-pretrained 1D CNN on an independent mnist1d draw)"
+    write_outputs(out, rows, notes, f"Baselines at ε = {epsilon:.4g}, δ = {delta:.2g} on {source}")
+    return rows, (f"\n## Cheaper private methods at the same ε\nOn {source}, at ε = {epsilon:.4g}, δ = {delta:.2g} "
+                  f"(full results: [baselines/baseline.md](baselines/baseline.md)).\n\n{markdown(rows, notes)}")
 
 
 def _sweep_examples(sweep_dir: Path, spec) -> list[tuple[int, int]]:
@@ -90,6 +116,8 @@ def _report(cfg, plan, sweep_summary, fit_result, summary, out: Path) -> str:
     from tanplan.fit import fit_markdown
 
     sweep_md = (out / "sweep" / "sweep.md").read_text() if (out / "sweep" / "sweep.md").is_file() else ""
+    # Embedded one level up: drop its own title, point its figures into sweep/.
+    sweep_md = re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_")
     low, high = summary["prediction_interval"]
     return f"""# tanplan run: {cfg.experiment.name}
 
@@ -106,7 +134,7 @@ def _report(cfg, plan, sweep_summary, fit_result, summary, out: Path) -> str:
 ## Scaling law and the full-scale run
 ![scaling law](scaling_law.png)
 
-{fit_markdown(fit_result)}.
+{fit_markdown(fit_result)}
 
 | predicted | interval | actual | abs. error | inside interval |
 |---|---|---|---|---|

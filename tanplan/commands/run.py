@@ -12,6 +12,10 @@ def configure(parser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--trials", type=positive_int, help="sweep trials (default [sweep] trials)")
     parser.add_argument("--address", help="Ray cluster address for the sweep (default: local)")
+    parser.add_argument("--baselines", action="store_true", help="also run the private heads and DP prototypes "
+                        "on frozen features at the launch's ε (demo features unless --baseline-features)")
+    parser.add_argument("--baseline-features", metavar="F.npz", help="private features for --baselines")
+    parser.add_argument("--baseline-public", metavar="P.npz", help="public features for --baselines (DPPL-Public)")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 
@@ -24,7 +28,8 @@ def run(args) -> int:
 
     cfg = load_config(args.config, args.set)
     summary = run_pipeline(cfg, args.out, trials=args.trials, address=args.address,
-                           log=(lambda *a: None) if args.json else print)
+                           log=(lambda *a: None) if args.json else print, baselines=args.baselines,
+                           baseline_features=args.baseline_features, baseline_public=args.baseline_public)
     if args.json:
         print_json(summary)
     else:

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from tanplan.dp import optim, pruning
+from tanplan.dp import pruning
 from tanplan.dp import step as dp_step
 
 _DROP_STREAM = 0x6D61736B  # fold_in constant: the drop key never coincides with the noise/augment keys
@@ -85,12 +85,6 @@ def make_masked_train_step(build_grad_sum: Callable, logits_fn, optimizer: optax
         grad_sum = build_grad_sum(pruning.masked_logits_fn(logits_fn, mask))
         grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, key)
         grads = jax.tree.map(lambda g: g / expected_batch_size, _mul(grads, mask))
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, _mul(updates, mask))
-        ema = state.ema_params
-        if ema is not None:
-            ema = optim.ema_update(ema, params, ema_decay, state.step)
-        metrics["grad_norm"] = optax.global_norm(grads)
-        return state.replace(step=state.step + 1, params=params, opt_state=opt_state, ema_params=ema), metrics
+        return dp_step.apply_update(state, grads, optimizer, ema_decay, metrics, lambda u: _mul(u, mask))
 
     return step

@@ -91,12 +91,18 @@ def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation,
     def step(state: TrainState, batch: dict, key: jax.Array):
         grads, metrics = noisy_sum(state.params, batch, key)
         grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        ema = state.ema_params
-        if ema is not None:
-            ema = optim.ema_update(ema, params, ema_decay, state.step)
-        metrics["grad_norm"] = optax.global_norm(grads)
-        return TrainState(state.step + 1, params, opt_state, ema), metrics
+        return apply_update(state, grads, optimizer, ema_decay, metrics)
 
     return step
+
+
+def apply_update(state: TrainState, grads, optimizer: optax.GradientTransformation, ema_decay: float,
+                 metrics: dict, mask_updates: Callable = lambda updates: updates):
+    """The optimizer step on already-noised gradients (post-processing: no privacy cost), then the EMA."""
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, mask_updates(updates))
+    ema = state.ema_params
+    if ema is not None:
+        ema = optim.ema_update(ema, params, ema_decay, state.step)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    return TrainState(state.step + 1, params, opt_state, ema), metrics
