@@ -258,6 +258,8 @@ def run_launch(cfg: Config, out: str | Path, *, resume: bool = False, progress: 
     finally:
         bar.close()
         checkpoints.close()
+    if not history and not interrupted:  # resumed at the last step: nothing trained, evaluate what was saved
+        history.append(_evaluate(cfg, ledger.steps, state, {}, eval_batch, dataset, local_mesh, ledger, release))
     train_seconds = time.perf_counter() - clock if clock is not None else 0.0
     summary = _summary(cfg, run, method, history, state, ledger, start, examples, train_seconds, started,
                        layout, backend, interrupted)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -274,6 +275,7 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
         workdir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(workdir / "config.toml", config_to_toml(cfg))
         (workdir / "metrics.jsonl").unlink(missing_ok=True)
+        shutil.rmtree(workdir / "checkpoint", ignore_errors=True)  # a run into the same folder replaces it
 
     seed = cfg.experiment.seed
     init_key, train_key, test_key = jax.random.split(jax.random.key(seed), 3)

@@ -82,3 +82,18 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path):
     ckpt.close()
     assert meta["step"] == 1
     np.testing.assert_array_equal(got["w"], tree["w"])
+
+
+def test_a_finished_launch_resumed_takes_no_step_and_reports_the_same_result(tmp_path):
+    from launch_helpers import CONFIG
+
+    from tanplan.config import load_config
+    from tanplan.launch import launch
+
+    cfg = load_config(CONFIG, TINY)
+    first = launch(cfg, tmp_path / "full", progress=False)["summary"]
+    again = launch(cfg, tmp_path / "full", progress=False, resume=True)["summary"]
+    assert again["resumed_from_step"] == again["steps"] == first["steps"] and again["steps_this_run"] == 0
+    assert again["params_checksum"] == first["params_checksum"]
+    assert again["test_accuracy"] == pytest.approx(first["test_accuracy"])
+    assert again["epsilon_rdp"] == first["epsilon_rdp"]  # the ledger counts no step twice

@@ -31,7 +31,7 @@ def fake_engine(monkeypatch):
     real_launch = launch_module.launch
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
     monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
-    monkeypatch.setattr(launch_module, "launch", lambda cfg, out, progress=True: real_launch(cfg, out, train_fn=train_fn))
+    monkeypatch.setattr(launch_module, "launch", lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
     return train_fn
 
 
