@@ -49,8 +49,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                                          level=fit_cfg.level, law=fit_cfg.law, log=log)
 
     log(f"[4/{stages}] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
-    # resume: a rerun into the same folder continues (or, when it finished, reuses) the full-scale run.
-    launched = launch(best_cfg, out / "launch", progress=True, resume=True)
+    # A rerun into the same folder continues (or, when it finished, reuses) the full-scale run.
+    launched = launch(best_cfg, out / "launch", progress=True, resume=(out / "launch" / "checkpoint").is_dir())
     actual = float(launched["summary"]["test_accuracy"])
     fit_stage.figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
 
