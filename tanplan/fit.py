@@ -98,16 +98,14 @@ def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, lev
     fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
     target_b = cfg.train.batch_size
     loglinear = fit.predict(target_b, level)
-    model, (prediction, low, high) = (("log-linear", loglinear) if law == "log-linear"
-                                      else ("flat", fit.predict_flat(level)) if law == "flat"
-                                      else fit.choose(target_b, level))
+    model, (prediction, low, high) = fit.choose(target_b, level, law)
+    why_not = verdict(prediction, low, high)
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
         "slope_interval": list(fit.slope_interval(level)), "law": law, "model": model,
         "loglinear_prediction": {"predicted_accuracy": loglinear[0], "prediction_interval": list(loglinear[1:])},
         "target_batch_size": target_b, "predicted_accuracy": prediction, "prediction_interval": [low, high],
-        "level": level, "law_holds": verdict(prediction, low, high) is None,
-        "verdict": verdict(prediction, low, high), "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
+        "level": level, "law_holds": why_not is None, "verdict": why_not, "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
         "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
     }
     if out is not None:
@@ -163,19 +161,20 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
     Factors above 1 need more training data than the config uses: they are skipped when absent.
     """
-    from tanplan.plan import default_delta, plan_from_config
+    from tanplan.data.dataset import with_train_examples
+    from tanplan.plan import plan_from_config, with_dataset_size
     from tanplan.train import load_data
 
-    dataset = load_data(cfg)
-    available = load_data(cfg.with_overrides({"data.train_examples": 0})).num_train
-    target = plan_from_config(cfg, dataset.num_train)
+    full = load_data(cfg.with_overrides({"data.train_examples": 0}))
+    available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
+    target = plan_from_config(cfg, base_n)
     rows = []
     for k in factors:
-        n = int(round(dataset.num_train * k))
+        n = int(round(base_n * k))
         if not target.batch_size <= n <= available:
             log(f"  data k={k:g}: N'={n} skipped (needs B={target.batch_size} ≤ N' ≤ {available} available)")
             continue
-        member = dataclasses.replace(target, dataset_size=n, delta=default_delta(n), target_epsilon=None)
+        member = with_dataset_size(target, n)
         member_cfg = cfg.with_overrides({"data.train_examples": n, "privacy.sigma": target.sigma,
                                          "privacy.delta": member.delta})
         runs = train_points(member_cfg, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,

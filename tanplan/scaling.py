@@ -50,12 +50,13 @@ class ScalingFit:
         half = float(stats.t.ppf(0.5 + level / 2, self.n - 1)) * self.y_std * math.sqrt(1 + 1 / self.n)
         return mean, mean - half, mean + half
 
-    def choose(self, batch_size: float, level: float = 0.95) -> tuple[str, tuple[float, float, float]]:
-        """("log-linear" or "flat", (prediction, low, high)): flat when b's interval contains 0."""
-        low, high = self.slope_interval(level)
-        if low <= 0.0 <= high and math.isfinite(low):
-            return "flat", self.predict_flat(level)
-        return "log-linear", self.predict(batch_size, level)
+    def choose(self, batch_size: float, level: float = 0.95, law: str = "auto") -> tuple[str, tuple[float, float, float]]:
+        """(model, (prediction, low, high)) under `law`: "log-linear", "flat", or "auto" (flat when b's
+        interval contains 0, else log-linear)."""
+        if law == "auto":
+            low, high = self.slope_interval(level)
+            law = "flat" if low <= 0.0 <= high and math.isfinite(low) else "log-linear"
+        return law, self.predict_flat(level) if law == "flat" else self.predict(batch_size, level)
 
     def predict(self, batch_size: float, level: float = 0.95) -> tuple[float, float, float]:
         """(prediction, low, high) for one new run at batch_size, with a `level` prediction interval."""
