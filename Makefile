@@ -21,7 +21,7 @@ test-all: install
 	$(BIN)/python -m pytest -q
 
 demo: install
-	$(BIN)/python -m tanplan.demo
+	$(BIN)/tanplan demo
 
 bench: install
 	$(BIN)/tanplan bench

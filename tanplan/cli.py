@@ -15,8 +15,9 @@ import sys
 
 from tanplan import __version__
 from tanplan.errors import TanplanError, UsageError
+from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline")
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline", "demo")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,6 +54,7 @@ _BAD_PATH_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS, errno.
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    configure_process()
     try:
         # Build only the parser of the command asked for: the others may import more.
         wanted = [a for a in argv[:1] if a in COMMANDS]

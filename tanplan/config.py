@@ -8,9 +8,9 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Other stages may add sections (e.g. [sweep], [fit]) with `register_section(name, dataclass_type)`;
-they are then read, validated and written like the built-in ones and reached as `cfg.sweep`.
-No JAX here: loading a config must stay cheap.
+Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit]; each an ordinary
+typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
+are still read, under their new names. No JAX here: loading a config must stay cheap.
 """
 
 from __future__ import annotations
@@ -25,9 +25,16 @@ from typing import Any, Iterable, Mapping
 from tanplan.errors import UsageError
 
 
-def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False, hi_open=False):
-    """A config field with its allowed values: choices, or a range [lo, hi] (open ends optional)."""
-    meta = {"doc": doc, "choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open}
+def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False,
+            hi_open=False, item: type | None = None):
+    """A config field with its allowed values: choices, or a range [lo, hi] (open ends optional).
+
+    A tuple default is a list setting whose items have type `item` and the range; a dict default a table.
+    """
+    meta = {"doc": doc, "choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
+            "item": item}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -87,43 +94,69 @@ class TrainConfig:
     checkpoint_every: int = setting(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
     grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
-    # Pre-pruning and gradient dropping (seeds/002; tanplan.dp.pruning, tanplan.dp.grad_drop)
-    prune_method: str = setting("none", "pre-pruning of each layer's weights before training",
-                           choices=("none", "random", "synflow", "dp_snip"))
-    prune_rate: float = setting(0.0, "fraction of each layer's weights pruned (kept at 0, never updated)", lo=0, hi=0.9)
-    grad_drop_method: str = setting("none", "per-step dropping of gradient coordinates (no noise there, not updated)",
+
+
+@dataclass(frozen=True)
+class PruningConfig:
+    """[pruning]: pre-pruning and gradient dropping (tanplan.dp.pruning, tanplan.dp.grad_drop)."""
+
+    method: str = setting("none", "pre-pruning of each layer's weights before training",
+                          choices=("none", "random", "synflow", "dp_snip"))
+    rate: float = setting(0.0, "fraction of each layer's weights pruned (kept at 0, never updated)", lo=0, hi=0.9)
+    drop_method: str = setting("none", "per-step dropping of gradient coordinates (no noise there, not updated)",
                                choices=("none", "random", "magnitude"))
-    grad_drop_rate: float = setting(0.0, "fraction of each layer's kept weights dropped at every step", lo=0, hi=0.9)
+    drop_rate: float = setting(0.0, "fraction of each layer's kept weights dropped at every step", lo=0, hi=0.9)
     snip_budget_share: float = setting(0.1, "dp_snip: share of privacy.epsilon spent on the SNIP release",
-                                  lo=0, hi=1, lo_open=True, hi_open=True)
+                                       lo=0, hi=1, lo_open=True, hi_open=True)
 
 
-_CORE_SECTIONS: dict[str, type] = {
+@dataclass(frozen=True)
+class SweepConfig:
+    """[sweep]: the settings read by `tanplan sweep`; [sweep.space] stays a raw table until it is parsed
+    (tanplan.workflow.sweep.space), which checks every value a trial could take."""
+
+    trials: int = setting(20, "trials of the search", lo=1)
+    top_k: int = setting(3, "best configurations re-run over `seeds` seeds (0 = none)", lo=0)
+    seeds: int = setting(3, "seeds per re-run configuration", lo=1)
+    scheduler: str = setting("none", "early stopping on intermediate evaluations", choices=("none", "asha"))
+    max_concurrent: int = setting(0, "trials at once; 0 = one per GPU, 1 without GPUs", lo=0)
+    proxy_batch_size: int = setting(0, "default proxy batch B' (0 = --proxy-batch-size is required)", lo=0)
+    startup_trials: int = setting(10, "random trials before TPE models the results", lo=0)
+    space: dict = setting({}, "searched keys: choices or {low, high, log}")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, tanplan.workflow.scaling)."""
+
+    batch_sizes: tuple = setting((32, 64, 128, 256), "proxy batch sizes B'", item=int, lo=1)
+    seeds: int = setting(3, "seeds per proxy batch size", lo=1)
+    factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
+                             item=float, lo=0, lo_open=True)
+    level: float = setting(0.95, "level of the prediction and slope intervals", lo=0.5, hi=1, hi_open=True)
+    law: str = setting("auto", "auto | log-linear | flat: auto drops the slope when its interval contains 0 "
+                       "(tanplan.workflow.scaling)", choices=("auto", "log-linear", "flat"))
+
+
+SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
     "model": ModelConfig,
     "privacy": PrivacyConfig,
     "train": TrainConfig,
+    "pruning": PruningConfig,
+    "sweep": SweepConfig,
+    "fit": FitConfig,
 }
-_EXTRA_SECTIONS: dict[str, type] = {}
 
-
-def register_section(name: str, section_type: type) -> None:
-    """Make [name] a valid section whose keys are the fields of the frozen dataclass section_type."""
-    if name in _CORE_SECTIONS:
-        raise ValueError(f"section {name!r} is built in")
-    _EXTRA_SECTIONS[name] = section_type
-
-
-_EXTENSION_MODULES = ("tanplan.sweep_space", "tanplan.fit")  # each registers its section on import
-
-
-def _sections() -> dict[str, type]:
-    import importlib
-
-    for name in _EXTENSION_MODULES:  # any process (a Ray worker too) reads every section of a config
-        importlib.import_module(name)
-    return {**_CORE_SECTIONS, **_EXTRA_SECTIONS}
+# Keys that moved: the old spelling is read as the new one.
+RENAMED = {
+    "train.prune_method": "pruning.method",
+    "train.prune_rate": "pruning.rate",
+    "train.grad_drop_method": "pruning.drop_method",
+    "train.grad_drop_rate": "pruning.drop_rate",
+    "train.snip_budget_share": "pruning.snip_budget_share",
+}
 
 
 @dataclass(frozen=True)
@@ -133,21 +166,13 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    extra: Mapping[str, Any] = field(default_factory=dict)  # registered sections, by name
-
-    def __getattr__(self, name: str):
-        extra = self.__dict__.get("extra", {})
-        if name in extra:
-            return extra[name]
-        if name in _EXTRA_SECTIONS:
-            return _EXTRA_SECTIONS[name]()
-        raise AttributeError(name)
+    pruning: PruningConfig = field(default_factory=PruningConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    fit: FitConfig = field(default_factory=FitConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        """Nested plain dict {section: {key: value}}, registered sections included."""
-        out = {name: dataclasses.asdict(getattr(self, name)) for name in _CORE_SECTIONS}
-        out.update({name: dataclasses.asdict(section) for name, section in self.extra.items()})
-        return out
+        """Nested plain dict {section: {key: value}}."""
+        return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
         """A copy with dotted keys replaced, e.g. {"train.learning_rate": 2.0}; values are validated."""
@@ -163,8 +188,8 @@ class Config:
 
 
 def _split_key(dotted: str) -> tuple[str, str]:
-    section, _, key = dotted.partition(".")
-    sections = _sections()
+    section, _, key = RENAMED.get(dotted, dotted).partition(".")
+    sections = SECTIONS
     if section not in sections:
         raise UsageError(f"unknown config section {section!r} in {dotted!r}: valid sections are {', '.join(sections)}")
     valid = [f.name for f in dataclasses.fields(sections[section])]
@@ -176,8 +201,19 @@ def _split_key(dotted: str) -> tuple[str, str]:
 def _check_value(section: str, fld: dataclasses.Field, value: Any) -> Any:
     """Coerce value to the field's type and check its range; UsageError naming the key otherwise."""
     name = f"{section}.{fld.name}"
-    kind = type(fld.default)
+    kind = dict if fld.default is dataclasses.MISSING else type(fld.default)
     meta = fld.metadata
+    if kind is tuple:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+            raise UsageError(f"{name} = {value!r} is not allowed: must be a non-empty list, e.g. "
+                             f"{_toml_value(list(fld.default))}")
+        item = field(default=meta["item"](), metadata=meta)  # each item checked as a scalar setting
+        item.name = fld.name
+        return tuple(_check_value(section, item, v) for v in value)
+    if kind is dict:
+        if not isinstance(value, Mapping):
+            raise UsageError(f"{name} = {value!r} is not allowed: must be a table of keys")
+        return dict(value)
     if kind is bool:
         if not isinstance(value, bool):
             raise UsageError(f"{name} = {value!r} is not allowed: must be true or false")
@@ -214,15 +250,30 @@ def _section_from_dict(section: str, section_type: type, values: Mapping[str, An
 
 def config_from_dict(raw: Mapping[str, Mapping[str, Any]]) -> Config:
     """A validated Config from {section: {key: value}}; missing keys take their defaults."""
-    sections = _sections()
-    unknown = [s for s in raw if s not in sections]
+    if not isinstance(raw, Mapping):
+        raise UsageError(f"a config must be a table of sections, got {type(raw).__name__}")
+    raw = _renamed(raw)
+    unknown = [s for s in raw if s not in SECTIONS]
     if unknown:
-        raise UsageError(f"unknown config section [{unknown[0]}]: valid sections are {', '.join(sections)}")
-    core = {name: _section_from_dict(name, sections[name], raw.get(name, {})) for name in _CORE_SECTIONS}
-    extra = {name: _section_from_dict(name, sections[name], raw[name]) for name in _EXTRA_SECTIONS if name in raw}
-    cfg = Config(**core, extra=extra)
+        raise UsageError(f"unknown config section [{unknown[0]}]: valid sections are {', '.join(SECTIONS)}")
+    cfg = Config(**{name: _section_from_dict(name, kind, raw.get(name, {})) for name, kind in SECTIONS.items()})
     _check_consistency(cfg)
     return cfg
+
+
+def _renamed(raw: Mapping[str, Any]) -> dict:
+    """raw with keys of RENAMED moved to their new section and name (the new spelling wins)."""
+    out = {name: dict(values) if isinstance(values, Mapping) else values for name, values in raw.items()}
+    for old, new in RENAMED.items():
+        old_section, old_key = old.split(".")
+        values = out.get(old_section)
+        if isinstance(values, dict) and old_key in values:
+            new_section, new_key = new.split(".")
+            target = out.setdefault(new_section, {})
+            value = values.pop(old_key)
+            if isinstance(target, dict):
+                target.setdefault(new_key, value)
+    return out
 
 
 def _check_consistency(cfg: Config) -> None:
@@ -247,10 +298,10 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = tomllib.loads(f"v = {value_text}")["v"]
     except tomllib.TOMLDecodeError:
         value = value_text
-    fld = next(f for f in dataclasses.fields(_sections()[section]) if f.name == name)
+    fld = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
     if isinstance(fld.default, str) and not isinstance(value, str):
         value = value_text  # e.g. experiment.name=123 stays the text the user typed
-    return key, value
+    return f"{section}.{name}", value
 
 
 def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Config:

@@ -1,6 +1,5 @@
 """Config: TOML files, dotted overrides, validation with one-line errors, TOML round trip."""
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -83,18 +82,19 @@ def test_toml_round_trip_and_with_overrides():
     assert C.load_config(None).to_dict()["train"]["steps"] == 200
 
 
-def test_registered_sections_are_read_validated_and_written():
-    @dataclass(frozen=True)
-    class SweepConfig:
-        trials: int = C.setting(8, "number of trials", lo=1)
+def test_stage_sections_are_typed_fields_read_validated_and_written():
+    cfg = C.load_config(None, ["fit.seeds=3", "fit.batch_sizes=[16, 32]", "sweep.trials=3"])
+    assert (cfg.fit.seeds, cfg.fit.batch_sizes, cfg.sweep.trials) == (3, (16, 32), 3)
+    assert "[fit]" in C.config_to_toml(cfg) and C.config_from_dict(C.tomllib.loads(C.config_to_toml(cfg))) == cfg
+    assert C.load_config(None).fit.seeds == C.FitConfig().seeds  # defaults when the file has no such section
+    for bad in ("fit.seeds=0", "fit.batch_sizes=[0]", 'fit.batch_sizes="abc"', "fit.level=5"):
+        with pytest.raises(UsageError, match=bad.split("=")[0]):
+            C.load_config(None, [bad])
 
-    C.register_section("sweeptest", SweepConfig)
-    try:
-        cfg = C.load_config(None, ["sweeptest.trials=3"])
-        assert cfg.sweeptest.trials == 3
-        assert "[sweeptest]" in C.config_to_toml(cfg)
-        assert C.load_config(None).sweeptest.trials == 8  # defaults when the file has no such section
-        with pytest.raises(UsageError, match="sweeptest.trials"):
-            C.load_config(None, ["sweeptest.trials=0"])
-    finally:
-        C._EXTRA_SECTIONS.pop("sweeptest")
+
+def test_renamed_keys_are_read_under_their_new_names(tmp_path):
+    cfg = C.load_config(None, ["train.prune_method=random", "train.prune_rate=0.5"])
+    assert (cfg.pruning.method, cfg.pruning.rate) == ("random", 0.5)
+    path = tmp_path / "old.toml"
+    path.write_text("[train]\ngrad_drop_method = \"magnitude\"\ngrad_drop_rate = 0.3\n")
+    assert C.load_config(path).pruning.drop_method == "magnitude"

@@ -5,13 +5,13 @@ encoder and states its guarantee in its docstring:
 
 | method | paper | released | guarantee |
 | --- | --- | --- | --- |
-| dp-ls | Mehta et al. (seeds/000) Alg. 3 | G, A_j, b_j once | 3/(2σ²)-zCDP |
-| dp-newton | seeds/000 Alg. 2 | per step: gradient and per-class Hessians | T/σ²-zCDP |
-| dp-fc | seeds/000 Alg. 4 | feature covariance once, then T clipped gradients | (T+1)/(2σ²)-zCDP |
-| dp-adam | seeds/000 Alg. 1 (full batch) | T clipped gradients | T/(2σ²)-zCDP |
-| dppl-mean | Wahdany et al. (seeds/001) §4.1 | per class: noisy count, 3 CoinPress steps | ρ-zCDP (parallel over classes) |
-| dppl-public | seeds/001 Alg. 1 | per class: one public point (exponential mechanism) | ε-DP (pure) |
-| dppl-publick | seeds/001 §C.3 | per class: K public points (joint exponential mechanism) | ε-DP (pure) |
+| dp-ls | Mehta et al. 2023 Alg. 3 | G, A_j, b_j once | 3/(2σ²)-zCDP |
+| dp-newton | Mehta et al. 2023 Alg. 2 | per step: gradient and per-class Hessians | T/σ²-zCDP |
+| dp-fc | Mehta et al. 2023 Alg. 4 | feature covariance once, then T clipped gradients | (T+1)/(2σ²)-zCDP |
+| dp-adam | Mehta et al. 2023 Alg. 1 (full batch) | T clipped gradients | T/(2σ²)-zCDP |
+| dppl-mean | Wahdany et al. 2024 §4.1 | per class: noisy count, 3 CoinPress steps | ρ-zCDP (parallel over classes) |
+| dppl-public | Wahdany et al. 2024 Alg. 1 | per class: one public point (exponential mechanism) | ε-DP (pure) |
+| dppl-publick | Wahdany et al. 2024 §C.3 | per class: K public points (joint exponential mechanism) | ε-DP (pure) |
 
 Every guarantee is for add/remove-one neighbouring datasets (one example, with its label, present in
 one dataset and absent from the other), the relation tanplan's DP-SGD accountant uses too. The dataset

@@ -120,7 +120,7 @@ def long_tail_counts(largest: int, num_classes: int, ratio: float) -> list[int]:
 def imbalanced(fs: FeatureSet, ratio: float, seed: int = 0) -> FeatureSet:
     """Subsample the training split to an exponential long tail with largest/smallest class = ratio.
 
-    Class 0 stays the largest; the test split is untouched (balanced accuracy, as in seeds/001). The
+    Class 0 stays the largest; the test split is untouched (balanced accuracy, as in Wahdany et al. 2024). The
     subsample is a fixed function of `seed`, independent of the privacy noise.
     """
     if ratio < 1:
@@ -158,6 +158,6 @@ def minority_classes(train_counts: np.ndarray) -> np.ndarray:
 
 
 def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, train_counts: np.ndarray) -> float:
-    """Accuracy on the test examples of the minority classes (seeds/001 §5.2: the smallest 25%)."""
+    """Accuracy on the test examples of the minority classes (Wahdany et al. 2024 §5.2: the smallest 25%)."""
     mask = np.isin(y_true, minority_classes(train_counts))
     return float(np.mean(y_true[mask] == y_pred[mask])) if mask.any() else float("nan")

@@ -1,4 +1,4 @@
-"""Full-batch DP gradient methods on a linear head: DP-FC and DP-Adam (Mehta et al., seeds/000).
+"""Full-batch DP gradient methods on a linear head: DP-FC and DP-Adam (Mehta et al. 2023).
 
 Model: scores = x·W + b, sigmoid cross-entropy per class (one-vs-rest, labels one-hot), W₀ = 0 and
 b₀ = −10 as in the paper (the negative bias keeps the per-example gradient on the true class at first,

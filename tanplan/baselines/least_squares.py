@@ -1,4 +1,4 @@
-"""DP-LS: differentially private least squares on frozen features (Mehta et al., seeds/000, Alg. 3).
+"""DP-LS: differentially private least squares on frozen features (Mehta et al. 2023, Alg. 3).
 
 Loss per example and class j: ½·(y_ij·(x_iᵀθ_j − y_ij)² + α·(x_iᵀθ_j)²) + λ/2·‖θ_j‖² (Hu et al.'s
 weighting of positives and negatives). Its minimiser is θ_j = (A_j + αG + λI)⁻¹ b_j with, on features

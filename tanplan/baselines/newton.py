@@ -1,4 +1,4 @@
-"""DP-Newton: Newton's method for one-vs-rest logistic regression (Mehta et al., seeds/000, Alg. 2).
+"""DP-Newton: Newton's method for one-vs-rest logistic regression (Mehta et al. 2023, Alg. 2).
 
 Features are clipped to L2 norm C once; then, for T steps and each class j, the gradient
 g_j = Σ_i ℓ'(θ_jᵀx̃_i, y_ij)·x̃_i and the Hessian H_j = Σ_i ℓ''(θ_jᵀx̃_i, y_ij)·x̃_i x̃_iᵀ are released with

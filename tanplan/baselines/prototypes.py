@@ -1,4 +1,4 @@
-"""DP prototypes (Wahdany et al., seeds/001): DPPL-Mean, DPPL-Public and DPPL-PublicK.
+"""DP prototypes (Wahdany et al. 2024): DPPL-Mean, DPPL-Public and DPPL-PublicK.
 
 A prototype classifier assigns a point to the class whose prototype(s) it is closest to. Each class's
 prototypes depend only on that class's examples, and each example belongs to exactly one class, so under

@@ -66,7 +66,7 @@ def configure(parser) -> None:
 def run(args) -> int:
     from tanplan.baselines import runner
     from tanplan.baselines.data import imbalanced, load_features, load_public
-    from tanplan.baselines.report import text_table, write_outputs
+    from tanplan.reports.baselines import text_table, write_outputs
     from tanplan.errors import UsageError
 
     methods = runner.select_methods(args.method)  # an unknown name fails before any work

@@ -19,7 +19,7 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan.bench import DEFAULT_MODELS, bench_model
+    from tanplan.engine.bench import DEFAULT_MODELS, bench_model
     from tanplan.commands._args import print_json
     from tanplan.errors import UsageError
     from tanplan.models import available_models

@@ -29,12 +29,12 @@ def configure(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from tanplan import fit
+    from tanplan.workflow import fit
     from tanplan.config import load_config
 
     cfg = load_config(args.config, args.set)
     cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
-    section = fit.fit_section(cfg)
+    section = cfg.fit
     sizes = args.batch_sizes or list(section.batch_sizes)
     seeds = args.seeds or section.seeds
     out = Path(args.out)

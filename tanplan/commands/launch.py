@@ -35,10 +35,10 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan import fit
+    from tanplan.workflow import fit
     from tanplan.config import load_config
     from tanplan.errors import UsageError
-    from tanplan.launch import launch
+    from tanplan.workflow.launch import launch
 
     cfg = load_config(args.config, args.set)
     cfg = cfg.with_overrides(fit.load_best_overrides(args.best))

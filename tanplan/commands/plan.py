@@ -37,7 +37,7 @@ def accountants_of(args) -> tuple[str, ...]:
 def plan_of(args):
     """The Plan the arguments describe (σ calibrated when --epsilon is given)."""
     from tanplan.errors import UsageError
-    from tanplan.plan import Plan, default_delta
+    from tanplan.privacy.plan import Plan, default_delta
 
     if args.batch_size > args.dataset_size:
         raise UsageError(f"--batch-size {args.batch_size} is not allowed: must be ≤ --dataset-size {args.dataset_size}")
@@ -51,44 +51,22 @@ def plan_of(args):
     return Plan(args.dataset_size, args.batch_size, args.steps, args.sigma, delta, None, calibrator)
 
 
-def summary_rows(plan, accountants) -> list[tuple[str, str]]:
-    rows = [
-        ("dataset size N", f"{plan.dataset_size:,}"),
-        ("batch size B", f"{plan.batch_size:,}"),
-        ("steps S", f"{plan.steps:,}"),
-        ("noise σ" + (" (calibrated)" if plan.target_epsilon else ""), f"{plan.sigma:.4g}"),
-        ("δ", f"{plan.delta:.3g}"),
-        ("sampling rate q", f"{plan.q:.4g}"),
-        ("η_step = q/(√2σ)", f"{plan.eta_step:.4g}"),
-        ("η = √S·η_step", f"{plan.eta:.4g}"),
-        ("TAN Σ = 1/η", f"{plan.tan:.4g}"),
-        ("ε_TAN (heuristic)", f"{plan.eps_tan:.4g}"),
-    ]
-    for acc in accountants:
-        rows.append((f"ε exact ({acc.upper()})", f"{plan.epsilon(acc):.4g}"))
-    return rows
-
-
-def advice_lines(plan, accountants) -> list[str]:
-    from tanplan.plan import advice
-
-    return advice(plan, accountants[0])
-
-
 def run(args) -> int:
-    from tanplan import tan
+    from tanplan.privacy import tan
+    from tanplan.privacy.plan import advice
+    from tanplan.reports.plan import summary_rows
 
     plan = plan_of(args)
     accountants = accountants_of(args)
     result = plan.to_dict(accountants)
     result["regime_text"] = tan.REGIME_TEXT[plan.regime]
-    result["advice"] = advice_lines(plan, accountants)
+    result["advice"] = advice(plan, accountants[0])
     if args.dataset_sizes:
-        from tanplan.plan import with_dataset_size
+        from tanplan.privacy.plan import with_dataset_size
 
         result["dataset_sizes"] = [with_dataset_size(plan, n).to_dict(accountants) for n in args.dataset_sizes]
     if args.out:
-        from tanplan.report_plan import write_plan_report
+        from tanplan.reports.plan import write_plan_report
 
         result["figures"] = write_plan_report(plan, args.out, accountants)
     if args.json:

@@ -21,10 +21,8 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import tanplan.fit  # noqa: F401  registers [fit]
-    import tanplan.sweep_space  # noqa: F401  registers [sweep]
     from tanplan.config import load_config
-    from tanplan.pipeline import run_pipeline
+    from tanplan.workflow.pipeline import run_pipeline
 
     cfg = load_config(args.config, args.set)
     summary = run_pipeline(cfg, args.out, trials=args.trials, address=args.address,

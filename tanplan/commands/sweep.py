@@ -37,11 +37,12 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
     from tanplan.errors import UsageError
-    from tanplan.sweep import prepare, run_sweep
+    from tanplan.workflow.sweep.search import check_address, prepare, run_sweep
 
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")
     cfg = load_config(args.config, args.overrides)
+    check_address(args.address)  # before any data is read
     spec = prepare(cfg, proxy_batch_size=args.proxy_batch_size, trials=args.trials, top_k=args.top_k,
                    seeds=args.seeds, scheduler=args.scheduler, max_concurrent=args.max_concurrent)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))

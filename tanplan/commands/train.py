@@ -21,7 +21,7 @@ def run(args) -> int:
     from tanplan.config import load_config
 
     cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
-    from tanplan.train import train_and_evaluate
+    from tanplan.engine.loop import train_and_evaluate
 
     summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, progress=not args.quiet)
     if args.json:

@@ -5,7 +5,7 @@ Loading data imports no JAX; the augmentation names are imported on first use, s
 """
 
 from tanplan.data.dataset import Dataset
-from tanplan.data.load import available_datasets, load_dataset
+from tanplan.data.load import available_datasets, dataset_kind, load_dataset
 
 _LAZY = {
     "make_augmentation": "tanplan.data.augment",
@@ -14,7 +14,7 @@ _LAZY = {
     "majority_vote": "tanplan.data.augtest",
 }
 
-__all__ = ["Dataset", "available_datasets", "load_dataset", *_LAZY]
+__all__ = ["Dataset", "available_datasets", "dataset_kind", "load_dataset", *_LAZY]
 
 
 def __getattr__(name):

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from tanplan.fileio import write_bytes_atomic
+from tanplan.runtime import cache_root
 
 
 def cache_dir() -> Path:
-    if os.environ.get("TANPLAN_CACHE"):
-        return Path(os.environ["TANPLAN_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "tanplan"
+    return Path(cache_root())
 
 
 def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> Path:

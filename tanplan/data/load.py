@@ -13,6 +13,25 @@ def available_datasets() -> tuple[str, ...]:
     return tuple(_PATH_KIND)
 
 
+# What each named dataset holds, known without loading it: inputs are validated before any data is read.
+_KIND = {"mnist1d": "1d", "mnist5k": "image", "cifar10": "image"}
+
+
+def dataset_kind(name: str, path=None) -> str:
+    """"1d" or "image" for the dataset `name`, without loading (or generating) its data.
+
+    For npz, the shape of x_train is read from the file's header; a file that cannot be read is
+    reported when it is loaded, so its kind is then taken as "1d".
+    """
+    if name not in _PATH_KIND:
+        raise UsageError(f"unknown dataset {name!r}; valid: {', '.join(available_datasets())}")
+    if name in _KIND:
+        return _KIND[name]
+    from tanplan.data.npz import peek_rank
+
+    return "image" if peek_rank(path) == 4 else "1d"
+
+
 def load_dataset(name: str, *, path=None, num_samples: int = 60_000, seed: int = 0) -> Dataset:
     """Load a dataset by name into numpy arrays (see Dataset for shapes, dtypes and normalisation).
 

@@ -54,3 +54,16 @@ def _inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:
         raise UsageError(f"{path}: {key} has shape {x.shape}; expected (n, d), (n, length, channels) "
                          "or (n, height, width, channels)")
     return x.astype(np.float32)
+
+
+def peek_rank(path) -> int | None:
+    """The number of dimensions of x_train in the .npz at path, from its header alone (None if unreadable)."""
+    try:
+        with zipfile.ZipFile(Path(path).expanduser()) as archive, archive.open("x_train.npy") as f:
+            fmt = np.lib.format
+            major, _ = fmt.read_magic(f)
+            read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
+            shape, _, _ = read(f)
+    except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
+        return None
+    return len(shape) + (1 if len(shape) == 2 else 0)  # (n, d) is read as (n, d, 1)

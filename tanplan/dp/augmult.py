@@ -1,4 +1,4 @@
-"""AugMult (seeds/004 appendix C): K augmentations of each example, losses averaged before clipping.
+"""AugMult (TAN, Sander et al. 2023 appendix C): K augmentations of each example, losses averaged before clipping.
 
 An example's loss is the mean over its K augmented views, so its gradient is the mean of the K view
 gradients and is clipped as ONE per-example gradient: the sensitivity of the clipped sum stays C.

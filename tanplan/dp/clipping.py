@@ -7,7 +7,7 @@ over one chunk of rows; rows with mask False are padding and contribute exactly 
 Guarantee of the private ones (`clipped_grad_sum`, and `tanplan.dp.ghost.ghost_clipped_grad_sum`):
 each real row's gradient (the mean over its K AugMult views) is scaled to L2 norm at most C before
 summing, so adding or removing one example changes the sum by at most C in L2 norm: sensitivity C under
-the ADD_OR_REMOVE_ONE relation that tanplan.accounting assumes. (jax-privacy's own default relation is
+the ADD_OR_REMOVE_ONE relation that tanplan.privacy.accounting assumes. (jax-privacy's own default relation is
 REPLACE_SPECIAL, also C; under replace-one it would be 2C. We ask for ADD_OR_REMOVE_ONE explicitly.)
 The per-example losses and accuracies are NOT private; they are diagnostics for the data owner.
 """

@@ -16,7 +16,7 @@ time. Here instead ("ghost clipping" with "book-keeping"; Li et al. 2022, Bu et 
    Σ_i w_i·g_i is assembled layer by layer: one product a^T(w ⊙ δ), or Σ_i w_i·G_i from the formed G_i.
 
 Guarantee: the result equals Σ_i clip_C(g_i) up to floating-point rounding, so adding or removing one
-example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as tanplan.accounting
+example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as tanplan.privacy.accounting
 assumes. It relies on every parameter living in exactly one layer called once per example row;
 `unsupported_reason` checks that structure and compares the norms with directly computed per-example
 gradients on a small batch before a run uses this route (train.grad_method = "auto" falls back to the

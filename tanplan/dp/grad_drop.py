@@ -1,4 +1,4 @@
-"""Gradient dropping (seeds/002 §3.2) and the masked DP-SGD step that serves pruning and dropping.
+"""Gradient dropping (Adamczewski et al. 2023 §3.2) and the masked DP-SGD step that serves pruning and dropping.
 
 At every step a fresh 0/1 mask m = prune_mask ⊙ drop_mask is formed:
 - drop "random": per prunable layer, a uniformly random fraction `rate` of the kept weights is dropped,
@@ -8,7 +8,7 @@ At every step a fresh 0/1 mask m = prune_mask ⊙ drop_mask is formed:
 Then, within the one step:
 1. every per-example gradient is masked BEFORE clipping (the model sees gradient_mask(θ, m)), so
    clip_C(m ⊙ g_i) has norm ≤ C: the clipped sum keeps sensitivity C under ADD_OR_REMOVE_ONE and the
-   step stays one Poisson-subsampled Gaussian mechanism with multiplier σ, as tanplan.accounting assumes;
+   step stays one Poisson-subsampled Gaussian mechanism with multiplier σ, as tanplan.privacy.accounting assumes;
 2. N(0, σ²C²) is added once to the global sum (tanplan.dp.step.make_noisy_grad_sum) and the result is
    multiplied by m: masked coordinates carry neither gradient nor noise (dropping noise there is
    post-processing);

@@ -3,7 +3,7 @@
 Guarantee: `add_gaussian_noise(s, key, sigma * C)` adds i.i.d. N(0, (σC)²) to every coordinate of s.
 With s the clipped sum of a Poisson batch (L2 sensitivity C under add/remove-one neighbours), one call
 per logical step is one Poisson-subsampled Gaussian mechanism with noise multiplier σ, which is what
-tanplan.accounting composes. The step calls it once, on the global sum, after all accumulation chunks
+tanplan.privacy.accounting composes. The step calls it once, on the global sum, after all accumulation chunks
 and across all devices; never per chunk or per device.
 
 The pytree is flattened to one vector first, so that the noise is one draw of one random-number

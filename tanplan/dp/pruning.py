@@ -1,4 +1,4 @@
-"""Pre-pruning masks (seeds/002 §3.1): random, SynFlow (data-free) and DP-SNIP (one private release).
+"""Pre-pruning masks (Adamczewski et al. 2023 §3.1): random, SynFlow (data-free) and DP-SNIP (one private release).
 
 A mask is a pytree like the params with 1.0 (kept) and 0.0 (pruned). Only weight matrices and kernels
 (leaves with ndim ≥ 2) are pruned; biases and normalisation scales keep a mask of ones. Each layer
@@ -9,7 +9,7 @@ gradient nor noise and masks their updates.
 Privacy: random and SynFlow read no data (no privacy cost). DP-SNIP reads one Poisson batch:
 `dp_snip_scores` returns Σ_i clip_C(θ ⊙ ∇_θ loss_i(θ)) + N(0, σ_snip²C²) — each example's saliency is
 clipped to L2 norm C before the sum, so the sum has sensitivity C under ADD_OR_REMOVE_ONE and the release
-is one Poisson-subsampled Gaussian mechanism with multiplier σ_snip (tanplan.prune_accounting composes
+is one Poisson-subsampled Gaussian mechanism with multiplier σ_snip (tanplan.privacy.snip_budget composes
 it with the training). The mask is post-processing of that release.
 """
 

@@ -2,7 +2,7 @@
 
 Guarantee: every example enters each step's batch independently with probability q (Poisson sampling,
 drawn with jax-privacy's `CyclicPoissonSampling`, cycle length 1 and the INDEPENDENT partition, which is
-the add/remove-one setting of tanplan.accounting). The batch is never truncated: it is padded up to a
+the add/remove-one setting of tanplan.privacy.accounting). The batch is never truncated: it is padded up to a
 fixed `BatchLayout` of `chunks × chunk_size` rows with a mask, so one compiled step serves every step;
 in the rare step (probability `tail` per step) whose batch exceeds the layout, the layout grows
 (one more compilation), so the sampling stays exactly Poisson.

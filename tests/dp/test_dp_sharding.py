@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = r"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
-import tanplan  # keeps the forced device count and adds tanplan's CPU flag
+from tanplan.runtime import configure_process; configure_process()  # keeps the forced device count, adds the CPU flag
 import jax, jax.numpy as jnp, numpy as np
 from dp_helpers import make_rows, make_tiny, tree_max_diff
 from tanplan.config import TrainConfig

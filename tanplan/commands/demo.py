@@ -1,0 +1,40 @@
+"""`tanplan demo [--out DIR]` (what `make demo` runs): the planner's report on the paper's ImageNet
+setting, then the whole pipeline (`tanplan run --baselines`) on the embedded mnist1d default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+HELP = "the demo: the paper's ImageNet plan, then plan → sweep → fit → launch → baselines on mnist1d"
+
+IMAGENET_PLAN = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps", "72000", "--sigma", "2.5",
+                 "--delta", "8e-7", "--accountant", "both"]
+CONFIG = Path(__file__).resolve().parents[2] / "experiments" / "mnist1d.toml"
+
+
+def configure(parser) -> None:
+    parser.add_argument("--out", default="reports", metavar="DIR",
+                        help="reports/ by default: DIR/imagenet/plan and DIR/mnist1d")
+
+
+def run(args) -> int:
+    from tanplan.commands import plan, run as run_command
+    from tanplan.errors import UsageError
+
+    if not CONFIG.is_file():
+        raise UsageError(f"the demo config {CONFIG} is missing: run the demo from a checkout of tanplan")
+    print("== the paper's ImageNet plan")
+    code = _invoke(plan, [*IMAGENET_PLAN, "--out", f"{args.out}/imagenet/plan"])
+    if code:
+        return code
+    print("\n== mnist1d: plan → sweep → fit → launch, then the cheaper private methods at the same ε")
+    return _invoke(run_command, ["--config", str(CONFIG), "--out", f"{args.out}/mnist1d", "--baselines"])
+
+
+def _invoke(command, argv: list[str]) -> int:
+    """Run a sub-command's module on argv, as `tanplan <command> argv` would."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=f"tanplan {command.__name__.rpartition('.')[2]}")
+    command.configure(parser)
+    return int(command.run(parser.parse_args(argv)) or 0)

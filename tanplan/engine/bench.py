@@ -1,0 +1,97 @@
+"""Benchmark of the DP-SGD step against the non-private step of the same model and batch, in one process.
+
+Both are the full jitted training step (gradients, noise for DP, SGD update) on one chunk of B real
+rows. Repeats alternate DP and non-private calls, after warm-up, so that a machine whose load drifts
+(shared CPUs) affects both alike; the figures are medians. Absolute times depend on the machine and its
+load: compare the ratio, measured in one run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+DEFAULT_MODELS = ("cnn1d", "wrn16_4")
+DEFAULT_BATCH = {"cnn1d": 256, "wrn16_4": 64}
+ONE_D_MODELS = ("mlp", "cnn1d")  # models that read mnist1d signals; the others read 32x32x3 images
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    model: str
+    batch_size: int
+    input_shape: tuple[int, ...]
+    num_params: int
+    route: str  # how the DP step clips: "ghost" (per-layer norms) or "vmap" (jax-privacy)
+    dp_seconds: float
+    nonprivate_seconds: float
+    ratio: float  # dp / non-private
+    dp_samples_per_second: float
+    nonprivate_samples_per_second: float
+    compile_seconds: float
+    repeats: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def input_shape(model: str) -> tuple[int, ...]:
+    return (40, 1) if model in ONE_D_MODELS else (32, 32, 3)
+
+
+def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, warmup: int = 2,
+                grad_method: str = "auto", width: int = 0, depth: int = 0) -> BenchResult:
+    """Median step time of DP-SGD (σ = 1, C = 1) and of non-private SGD for `model` at batch_size."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from tanplan.config import Config, PrivacyConfig, TrainConfig
+    from tanplan.dp import optim
+    from tanplan.dp import step as dp_step
+    from tanplan.models import count_params, create_model
+    from tanplan.engine.routes import make_grad_sum
+
+    batch_size = batch_size or DEFAULT_BATCH.get(model, 256)
+    shape = input_shape(model)
+    net = create_model(model, 10, width=width, depth=depth)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, batch_size) + shape).astype(np.float32)
+    batch = {"x": jnp.asarray(x), "y": jnp.asarray(rng.integers(0, 10, (1, batch_size)).astype(np.int32)),
+             "mask": jnp.ones((1, batch_size), bool)}
+    params = net.init(jax.random.key(0), x[0, :1])["params"]
+    logits_fn = lambda p, xb: net.apply({"params": p}, xb)  # noqa: E731
+
+    train = TrainConfig(batch_size=batch_size, learning_rate=0.1, grad_method=grad_method)
+    optimizer = optim.make_optimizer(train)
+    dp_cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=train)
+    dp_sum, route = make_grad_sum(dp_cfg, logits_fn, None, params, x[0])
+    from tanplan.dp import clipping
+
+    plain_sum = clipping.nonprivate_grad_sum(logits_fn)
+    steps = {
+        "dp": jax.jit(dp_step.make_train_step(dp_sum, optimizer, noise_std=1.0, expected_batch_size=batch_size)),
+        "nonprivate": jax.jit(dp_step.make_train_step(plain_sum, optimizer, noise_std=0.0,
+                                                      expected_batch_size=batch_size)),
+    }
+    state = dp_step.create_train_state(params, optimizer)
+
+    def run(name: str, i: int) -> float:
+        start = time.perf_counter()
+        out = steps[name](state, batch, jax.random.key(i))
+        jax.block_until_ready(out)
+        return time.perf_counter() - start
+
+    start = time.perf_counter()
+    for name in steps:
+        for i in range(warmup):
+            run(name, i)
+    compile_seconds = time.perf_counter() - start
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for i in range(repeats):
+        for name in steps:
+            times[name].append(run(name, warmup + i))
+    dp_s, np_s = statistics.median(times["dp"]), statistics.median(times["nonprivate"])
+    return BenchResult(model, batch_size, shape, count_params(params), route, dp_s, np_s, dp_s / np_s,
+                       batch_size / dp_s, batch_size / np_s, compile_seconds, repeats)

@@ -1,0 +1,111 @@
+"""`tanplan launch --backend ray`: the launch loop on W worker processes through Ray Train's JaxTrainer.
+
+Each worker runs tanplan.engine.launch_loop.run_launch over the global mesh of every worker's devices. On GPU
+and TPU workers JaxTrainer initialises jax.distributed itself; on CPU workers it does not, so the loop
+initialises it here, with gloo collectives and a coordinator on 127.0.0.1 (CPU workers must then share
+one machine; for many hosts use GPU workers). Each worker gathers only its rows of every Poisson batch;
+the state and the step key are replicated, and the noise is drawn once for the global sum (see
+tanplan.engine.launch_loop). Worker 0 writes summary.json, ledger.json and metrics.jsonl; all write the
+orbax checkpoint together.
+
+Fault handling: a lost worker makes Ray restart the group (up to `max_failures` times); the restarted
+loop resumes from the last checkpoint, so neither the result nor the ledger changes. Past that, the
+run stops with WorkerLost and `tanplan launch --resume` continues it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from tanplan.errors import TanplanError, UsageError
+from tanplan.runtime import CPU_FLAG
+
+
+
+class WorkerLost(TanplanError):
+    exit_code = 1
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train_loop_per_worker(config: dict) -> None:
+    import ray.train
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    cpu = config["gpus_per_worker"] == 0
+    import jax
+
+    if cpu:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(config["coordinator"], num_processes=world, process_id=rank)
+    from tanplan.config import config_from_dict
+    from tanplan.engine.launch_loop import run_launch
+
+    try:
+        # Always resume: the driver checked that a fresh launch has no checkpoint, and a group that
+        # Ray restarts after losing a worker must continue from the last checkpoint.
+        run_launch(config_from_dict(config["cfg"]), config["out"], resume=True,
+                   progress=config["progress"] and rank == 0, backend="ray")
+    finally:
+        if cpu:
+            jax.distributed.shutdown()
+
+
+def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
+                  resume: bool = False, progress: bool = True, max_failures: int = 1) -> dict:
+    """Run the launch loop on num_workers Ray workers; the summary of worker 0."""
+    import json
+
+    out = Path(out).absolute()
+    from tanplan.engine.checkpoint import LaunchCheckpoints
+
+    ckpt = LaunchCheckpoints(out / "checkpoint")
+    latest = ckpt.latest_step()
+    ckpt.close()
+    if latest is not None and not resume:
+        raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
+                         f"continue it, or choose a new --out")
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    import ray
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.jax import JaxTrainer
+
+    cpu = gpus_per_worker == 0
+    env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", "")}
+    if cpu:
+        env["JAX_PLATFORMS"] = "cpu"
+    started_here = not ray.is_initialized()
+    if started_here:
+        quiet = dict(log_to_driver=progress, logging_level="ERROR", runtime_env={"env_vars": env})
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(address="local", num_cpus=max(num_workers, 2), include_dashboard=False,
+                     object_store_memory=200 * 2**20, **quiet)
+    try:
+        trainer = JaxTrainer(
+            _train_loop_per_worker,
+            train_loop_config={"cfg": cfg.to_dict(), "out": str(out), "gpus_per_worker": gpus_per_worker,
+                               "coordinator": f"127.0.0.1:{_free_port()}", "progress": progress},
+            scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=not cpu,
+                                         resources_per_worker={"GPU": gpus_per_worker} if not cpu else {"CPU": 1}),
+            run_config=RunConfig(name="tanplan-launch", storage_path=str(out / "ray"),
+                                 failure_config=FailureConfig(max_failures=max_failures)),
+        )
+        try:
+            trainer.fit()
+        except Exception as err:  # TrainingFailedError and friends: name the cause in one line
+            cause = str(err).strip().splitlines()
+            raise WorkerLost(f"the Ray launch failed ({type(err).__name__}: {cause[-1] if cause else 'no detail'}); "
+                             f"the last checkpoint in {str(out / 'checkpoint')!r} is kept: continue with --resume") from None
+    finally:
+        if started_here:
+            ray.shutdown()
+    return json.loads((out / "summary.json").read_text(encoding="utf-8"))

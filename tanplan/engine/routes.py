@@ -1,0 +1,46 @@
+"""How a run computes its per-chunk gradient sum: the gradient route.
+
+Private runs clip each example's gradient to C by per-layer norms ("ghost", tanplan.dp.ghost) or by
+jax-privacy's vmapped per-example gradients ("vmap", tanplan.dp.clipping); non-private runs sum plain
+gradients by the same per-layer passes or by jax.grad ("plain"). Both private routes have sensitivity C
+under add/remove-one (see their modules); the choice changes speed, never the guarantee.
+"""
+
+from __future__ import annotations
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+
+_GHOST_CHECKS: dict = {}
+
+
+def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
+    """The per-chunk gradient sum and the route's name.
+
+    Private: each example's gradient clipped to C, by per-layer norms ("ghost", when the model's
+    structure allows it and, under grad_method = "auto", a numerical check against per-example
+    gradients passes) or by jax-privacy's vmapped per-example gradients ("vmap"). Non-private: the
+    plain sum, by the same per-layer passes ("ghost") or jax.grad ("plain").
+    """
+    from tanplan.dp import clipping, ghost
+
+    k = cfg.data.aug_mult
+    clip = cfg.privacy.clip_norm if cfg.privacy.private else None
+    method = cfg.train.grad_method
+    if method in ("auto", "ghost"):
+        # The check depends on the model's structure and input shape only: once per process (it compiles
+        # per-example gradients, ~5 s, which dominated short proxy runs).
+        key = (cfg.model, tuple(example_x.shape[1:]), method)
+        if key not in _GHOST_CHECKS:
+            _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
+        reason = _GHOST_CHECKS[key]
+        if reason is None:
+            return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k), "ghost"
+        if method == "ghost":
+            raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "
+                             "use auto or vmap")
+    if clip is None:
+        return clipping.nonprivate_grad_sum(logits_fn, augment, k), "plain"
+    return clipping.clipped_grad_sum(logits_fn, clip, augment, k), "vmap"
+
+

@@ -1,0 +1,295 @@
+"""Exact ε of DP-SGD, and calibration of σ, S or B, through dp_accounting. No JAX.
+
+Mechanism accounted: S steps of the Poisson-subsampled Gaussian mechanism. Each step includes every
+example independently with probability q, sums per-example gradients clipped to L2 norm C and adds
+N(0, σ²C²) to the sum. Neighbouring datasets differ by adding or removing one example
+(ADD_OR_REMOVE_ONE), for which the clipped sum has sensitivity C. This is dp_accounting's
+`SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(σ)), S)`.
+
+Two accountants: "rdp" (Rényi DP with dp_accounting's default orders and its optimal conversion to
+(ε, δ), as in the TAN paper) and "pld" (privacy loss distributions, tighter). Calibration guarantee:
+a calibrated parameter never gives ε above the target under the accountant used, and lands within
+1% of it (tests/test_accounting.py checks both over random settings).
+"""
+
+from __future__ import annotations
+
+
+import importlib
+import importlib.util
+import math
+import sys
+import types
+import warnings
+from functools import lru_cache
+
+from tanplan.privacy import tan
+from tanplan.errors import UsageError
+
+ACCOUNTANTS = ("rdp", "pld")
+CALIBRATION_SLACK = 0.01  # a calibrated ε lands in [target·(1 − slack), target]
+_SIGMA_MAX = 1e5
+
+
+def _dp_accounting():
+    """Import dp_accounting without its package __init__, which pulls in scipy.signal (~1.5 s).
+
+    The planner must answer in about a second, so the package object is created empty and its
+    submodules are imported on demand. Any attribute of the full package (used by jax-privacy, for
+    instance) triggers the real __init__ on first access, so later users see the normal package.
+    """
+    if "dp_accounting" not in sys.modules:
+        spec = importlib.util.find_spec("dp_accounting")
+        package = types.ModuleType("dp_accounting")
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec
+        package.__file__ = spec.origin
+
+        def _load_full_package(name: str):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if importlib.util.find_spec(f"dp_accounting.{name}") is not None:
+                return importlib.import_module(f"dp_accounting.{name}")  # a submodule, not the whole package
+            code = compile(open(spec.origin, encoding="utf-8").read(), spec.origin, "exec")
+            exec(code, package.__dict__)  # runs the real __init__ in place
+            del package.__getattr__
+            return package.__dict__[name]
+
+        package.__getattr__ = _load_full_package
+        sys.modules["dp_accounting"] = package
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    return dp_event, rdp_privacy_accountant
+
+
+def _quiet():
+    """dp_accounting logs absl warnings for fractional orders at large q; keep them from the user."""
+    import logging
+
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="dp_accounting")
+
+
+def dp_sgd_event(q: float, sigma: float, steps: int):
+    """The DpEvent of `steps` DP-SGD steps: Poisson sampling at rate q, Gaussian noise σ·C on the sum."""
+    dp_event, _ = _dp_accounting()
+    return dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), int(steps)
+    )
+
+
+def make_accountant(accountant: str = "rdp", orders=None):
+    """A fresh dp_accounting accountant ("rdp" with the default or given orders, or "pld")."""
+    _quiet()
+    if accountant == "rdp":
+        _, rdp = _dp_accounting()
+        return rdp.RdpAccountant(orders)
+    if accountant == "pld":
+        _dp_accounting()
+        from dp_accounting.pld import pld_privacy_accountant
+
+        return pld_privacy_accountant.PLDAccountant()
+    raise UsageError(f"accountant {accountant!r} is not known: use one of {', '.join(ACCOUNTANTS)}")
+
+
+def _check(q: float, sigma: float | None, steps: int | None, delta: float | None) -> None:
+    if not 0 < q <= 1:
+        raise UsageError(f"sampling rate q={q:g} is not allowed: must be in (0, 1] (batch size ≤ dataset size)")
+    if sigma is not None and not sigma > 0:
+        raise UsageError(f"sigma={sigma:g} is not allowed: must be > 0")
+    if steps is not None and steps < 1:
+        raise UsageError(f"steps={steps} is not allowed: must be ≥ 1")
+    if delta is not None and not 0 < delta < 1:
+        raise UsageError(f"delta={delta:g} is not allowed: must be in (0, 1)")
+
+
+def epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = "rdp") -> float:
+    """Exact ε of S DP-SGD steps at sampling rate q and noise multiplier σ, for the given δ."""
+    _check(q, sigma, steps, delta)
+    return float(make_accountant(accountant).compose(dp_sgd_event(q, sigma, steps)).get_epsilon(delta))
+
+
+def delta_for_epsilon(q: float, sigma: float, steps: int, eps: float, accountant: str = "rdp") -> float:
+    """The smallest δ the accountant certifies for (q, σ, S) at the given ε."""
+    _check(q, sigma, steps, None)
+    return float(make_accountant(accountant).compose(dp_sgd_event(q, sigma, steps)).get_delta(eps))
+
+
+def rdp_orders() -> tuple[float, ...]:
+    """The Rényi orders of the RDP accountant (dp_accounting's defaults)."""
+    _, rdp = _dp_accounting()
+    return tuple(float(a) for a in rdp.DEFAULT_RDP_ORDERS)
+
+
+def per_step_rdp(q: float, sigma: float, orders=None):
+    """g_α(σ, q): the RDP of one Poisson-subsampled Gaussian step at each order (paper Figure 3)."""
+    _check(q, sigma, 1, None)
+    dp_event, _ = _dp_accounting()
+    acc = make_accountant("rdp", orders)
+    acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
+    return acc._orders.copy(), acc._rdp.copy()  # dp_accounting keeps the RDP curve in these fields
+
+
+def rdp_floor(delta: float) -> float:
+    """The smallest ε the RDP accountant can certify at δ: log(1/δ)/(α_max − 1), reached as σ → ∞."""
+    return math.log(1.0 / delta) / (max(rdp_orders()) - 1.0)
+
+
+def _check_target(eps: float, delta: float, accountant: str) -> None:
+    if not eps > 0:
+        raise UsageError(f"epsilon={eps:g} is not allowed: must be > 0")
+    _check(0.5, None, None, delta)
+    if accountant == "rdp" and eps <= rdp_floor(delta) * 1.001:
+        raise UsageError(
+            f"epsilon={eps:g} cannot be reached by any sigma under the RDP accountant at delta={delta:g}: "
+            f"its floor is {rdp_floor(delta):.4g}; use --accountant pld or a larger epsilon or delta"
+        )
+
+
+def _solve_decreasing(eps_of, guess: float, target: float, hi_limit: float = _SIGMA_MAX,
+                      close: float = 1e-4) -> float:
+    """A σ with target·(1 − close) ≤ eps_of(σ) ≤ target, for ε falling as σ rises.
+
+    Brackets geometrically from the guess, then runs Illinois false position on log ε against log σ
+    (nearly linear there, so a handful of evaluations suffice). The answer is always a point that was
+    evaluated at or under the target, so the guarantee never rests on interpolation.
+    """
+    lo, f_lo, hi, f_hi = guess, eps_of(guess), guess, None
+    if f_lo <= target:  # walk down until over the target
+        hi, f_hi = lo, f_lo
+        while f_lo <= target:
+            if f_lo >= target * (1 - close):
+                return lo
+            hi, f_hi, lo = lo, f_lo, lo / 1.5
+            f_lo = eps_of(lo)
+    else:  # walk up until at or under the target
+        while True:
+            hi = lo * 1.5
+            if hi > hi_limit:
+                raise UsageError(f"epsilon={target:g} cannot be reached with sigma ≤ {hi_limit:g}")
+            f_hi = eps_of(hi)
+            if f_hi <= target:
+                break
+            lo, f_lo = hi, f_hi
+    g = lambda f: math.log(f / target) if f > 0 else -50.0  # noqa: E731
+    g_lo, g_hi, side = g(f_lo), g(f_hi), 0
+    for _ in range(100):
+        if f_hi >= target * (1 - close) or hi / lo < 1 + 1e-9:
+            return hi
+        x_lo, x_hi = math.log(lo), math.log(hi)
+        x = x_hi - g_hi * (x_hi - x_lo) / (g_hi - g_lo)
+        if not x_lo < x < x_hi:
+            x = 0.5 * (x_lo + x_hi)
+        mid = math.exp(x)
+        f_mid = eps_of(mid)
+        if f_mid <= target:
+            hi, f_hi, g_hi = mid, f_mid, g(f_mid)
+            if side == 1:
+                g_lo /= 2  # Illinois step: keep the stale end from stalling the search
+            side = 1
+        else:
+            lo, f_lo, g_lo = mid, f_mid, g(f_mid)
+            if side == -1:
+                g_hi /= 2
+            side = -1
+    return hi
+
+
+def _full_rdp(q: float, sigma: float, steps: int, delta: float) -> tuple[float, float]:
+    """(ε, optimal order) with every default order."""
+    eps, order = make_accountant("rdp").compose(dp_sgd_event(q, sigma, steps)).get_epsilon_and_optimal_order(delta)
+    return float(eps), float(order)
+
+
+@lru_cache(maxsize=256)  # every proxy run of a fit or sweep calibrates the same target
+def calibrate_sigma(q: float, steps: int, eps: float, delta: float, accountant: str = "rdp") -> float:
+    """The smallest σ (to 0.01% in ε) whose exact ε for (q, S, δ) is at most the target ε.
+
+    Guarantee: target·(1 − 1%) ≤ epsilon(q, σ, S, δ, accountant) ≤ target for the returned σ.
+    For RDP the search uses only the few default orders next to the optimal one: the ε of a subset of
+    orders is never below the ε of all orders, so the σ it finds is already safe; one evaluation with
+    every order then confirms that it is within 1% (else the window moves to the new optimal order).
+    """
+    _check(q, None, steps, delta)
+    _check_target(eps, delta, accountant)
+    sigma = tan.sigma_for_eta(q, steps, tan.eta_for_eps_tan(eps, delta))
+    if accountant == "pld":
+        sigma = calibrate_sigma(q, steps, eps, delta, "rdp")  # PLD's σ is a little below RDP's
+        return _solve_decreasing(lambda s: epsilon(q, s, steps, delta, "pld"), sigma, eps, close=2e-3)
+    all_orders = rdp_orders()
+    tan_order = tan.tan_optimal_order(tan.eta_for_eps_tan(eps, delta), delta)
+    _, order = _full_rdp(q, sigma, steps, delta)
+    for _ in range(4):
+        window = _neighbours(all_orders, order) | _neighbours(all_orders, tan_order)
+        try:
+            found = _solve_decreasing(lambda s: _eps_with_orders(q, s, steps, delta, sorted(window)), sigma, eps)
+        except UsageError:
+            break  # the window cannot reach the target at all: search with every order
+        full, order = _full_rdp(q, found, steps, delta)
+        sigma = found
+        if full >= eps * (1 - CALIBRATION_SLACK / 2):
+            return sigma
+    return _solve_decreasing(lambda s: epsilon(q, s, steps, delta, "rdp"), sigma, eps)
+
+
+def _neighbours(orders: tuple[float, ...], alpha: float, k: int = 3) -> set[float]:
+    """The k orders on each side of the one closest to alpha."""
+    i = min(range(len(orders)), key=lambda j: abs(orders[j] - alpha))
+    return set(orders[max(0, i - k): i + k + 1])
+
+
+def _eps_with_orders(q: float, sigma: float, steps: int, delta: float, orders) -> float:
+    return float(make_accountant("rdp", orders).compose(dp_sgd_event(q, sigma, steps)).get_epsilon(delta))
+
+
+def calibrate_steps(q: float, sigma: float, eps: float, delta: float, accountant: str = "rdp",
+                    max_steps: int = 10**8) -> int:
+    """The largest S whose exact ε for (q, σ, δ) is at most the target ε (never over).
+
+    Raises UsageError when even one step exceeds the target.
+    """
+    _check(q, sigma, None, delta)
+    _check_target(eps, delta, accountant)
+    if accountant == "rdp":
+        _, rdp = _dp_accounting()
+        orders, curve = per_step_rdp(q, sigma)  # ε(S) needs the per-step curve only once
+        eps_of = lambda s: float(rdp.compute_epsilon(orders, curve * s, delta)[0])  # noqa: E731
+    else:
+        eps_of = lambda s: epsilon(q, sigma, s, delta, accountant)  # noqa: E731
+    if eps_of(1) > eps:
+        raise UsageError(f"epsilon={eps:g} cannot be reached: one step at q={q:g}, sigma={sigma:g} already costs "
+                         f"{eps_of(1):.4g}")
+    lo, hi = 1, 2
+    while eps_of(hi) <= eps:
+        lo, hi = hi, hi * 2
+        if hi > max_steps:
+            return max_steps
+    while hi - lo > 1:  # invariant: eps_of(lo) ≤ eps < eps_of(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if eps_of(mid) <= eps else (lo, mid)
+    return lo
+
+
+def calibrate_batch_size(dataset_size: int, sigma: float, steps: int, eps: float, delta: float,
+                         accountant: str = "rdp") -> int:
+    """The largest expected batch size B ≤ N whose exact ε for (σ, S, δ) is at most the target ε."""
+    _check(0.5, sigma, steps, delta)
+    _check_target(eps, delta, accountant)
+    eps_of = lambda b: epsilon(b / dataset_size, sigma, steps, delta, accountant)  # noqa: E731
+    if eps_of(1) > eps:
+        raise UsageError(f"epsilon={eps:g} cannot be reached: batch size 1 with sigma={sigma:g} and "
+                         f"{steps} steps already costs {eps_of(1):.4g}")
+    if eps_of(dataset_size) <= eps:
+        return dataset_size
+    lo, hi = 1, dataset_size  # invariant: eps_of(lo) ≤ eps < eps_of(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if eps_of(mid) <= eps else (lo, mid)
+    return lo
+
+
+@lru_cache(maxsize=4096)
+def cached_epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = "rdp") -> float:
+    """epsilon() memoised: reports and figures ask for the same points more than once."""
+    return epsilon(q, sigma, steps, delta, accountant)

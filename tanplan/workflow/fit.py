@@ -1,0 +1,232 @@
+"""`tanplan fit`: train proxies at several batch sizes (constant η_step and S), fit the batch scaling law,
+extrapolate to the target; and the privacy-parameter search at constant η and σ (TAN §4.3, Tables 3-4).
+
+Every run is one call of the engine (tanplan.engine.loop.train_and_evaluate) on a config derived from the
+experiment's: a proxy is `train.proxy_batch_size = B'`, so σ' = σ·B'/B comes from the one Plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+from tanplan.fileio import save_figure_atomic, write_json_atomic, write_text_atomic
+from tanplan.workflow.scaling import ScalingFit, fit_log_linear, verdict
+
+
+def load_best_overrides(path: str | Path | None) -> dict:
+    """The dotted overrides of the best sweep configuration (best.json from `tanplan sweep`)."""
+    if not path:
+        return {}
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"--best {path} is not allowed: no such file (give the best.json a sweep wrote)")
+    try:
+        best = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--best {path} is not valid JSON: {err.msg} at line {err.lineno}") from None
+    if isinstance(best.get("best"), dict):  # best.json of `tanplan sweep`: {"best": {"overrides": {...}}}
+        best = best["best"]
+    if isinstance(best.get("overrides"), dict):
+        return dict(best["overrides"])
+    raise UsageError(f"--best {path} has no 'overrides' object: give the best.json a sweep wrote")
+
+
+def _default_train_fn():
+    from tanplan.engine.loop import train_and_evaluate
+
+    return train_and_evaluate
+
+
+def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
+                 log=print, label: str = "fit") -> list[dict]:
+    """Train the proxy at each batch size with `seeds` seeds; one row per run."""
+    train_fn = train_fn or _default_train_fn()
+    rows = []
+    for b in batch_sizes:
+        for seed in range(seeds):
+            run_cfg = cfg.with_overrides({"train.proxy_batch_size": int(b), "experiment.seed": cfg.experiment.seed + seed})
+            workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
+            summary = train_fn(run_cfg, workdir, progress=False)
+            rows.append({"batch_size": int(b), "seed": seed, "test_accuracy": float(summary["test_accuracy"]),
+                         "sigma": float(summary["sigma"]), "steps": int(summary["steps"]),
+                         "wall_seconds": float(summary["wall_seconds"])})
+            log(f"  {label}: B'={b} seed={seed} σ'={summary['sigma']:.4g} "
+                f"accuracy={summary['test_accuracy']:.4f} ({summary['wall_seconds']:.1f} s)")
+    return rows
+
+
+def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
+                  law: str = "auto", train_fn: Callable | None = None, log=print) -> dict:
+    """Train the proxies, fit accuracy = a + b·ln B, predict the target B with a `level` interval.
+
+    law: "log-linear" extrapolates the fitted line; "flat" predicts the mean (b = 0); "auto" uses the line
+    unless b's `level` interval contains 0 (tanplan.workflow.scaling.ScalingFit.choose). Both are in the result.
+    """
+    for b in batch_sizes:
+        if b > cfg.train.batch_size:
+            raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {cfg.train.batch_size}")
+    if len(set(batch_sizes)) < 2:
+        raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
+    started = time.perf_counter()
+    rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
+    fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
+    target_b = cfg.train.batch_size
+    loglinear = fit.predict(target_b, level)
+    model, (prediction, low, high) = fit.choose(target_b, level, law)
+    why_not = verdict(prediction, low, high)
+    result = {
+        "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
+        "slope_interval": list(fit.slope_interval(level)), "law": law, "model": model,
+        "loglinear_prediction": {"predicted_accuracy": loglinear[0], "prediction_interval": list(loglinear[1:])},
+        "target_batch_size": target_b, "predicted_accuracy": prediction, "prediction_interval": [low, high],
+        "level": level, "law_holds": why_not is None, "verdict": why_not, "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
+        "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
+    }
+    if out is not None:
+        write_json_atomic(out / "fit.json", result)
+        figure_scaling(result, out / "scaling_law.png")
+    return result
+
+
+def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
+                             train_fn: Callable | None = None, log=print) -> dict:
+    """Constant η and σ: S' = S·k², B' = B/k, learning rate × 1/k², each simulated at proxy scale.
+
+    The proxy of each member keeps the main proxy's savings B/B' (so the proxy σ is the same for all
+    k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
+    """
+    from tanplan.privacy.plan import plan_from_config
+    from tanplan.engine.loop import load_data
+
+    dataset = load_data(cfg)
+    target = plan_from_config(cfg, int(dataset.x_train.shape[0]))
+    rows = []
+    for k in factors:
+        b, s = max(1, round(target.batch_size / k)), max(1, round(target.steps * k * k))
+        proxy_b = max(1, round(proxy_batch_size / k))
+        if b > target.dataset_size or proxy_b > b:
+            continue
+        member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
+        member_cfg = cfg.with_overrides({
+            "train.batch_size": b, "train.steps": s, "privacy.sigma": target.sigma,
+            "train.learning_rate": cfg.train.learning_rate * target.steps / s,
+        })
+        runs = train_points(member_cfg, [proxy_b], seeds, out, train_fn=train_fn, log=log, label=f"k{k:g}")
+        accs = [r["test_accuracy"] for r in runs]
+        rows.append({"k": k, "batch_size": b, "steps": s, "sigma": target.sigma, "eta": member.eta,
+                     "learning_rate": cfg.train.learning_rate * target.steps / s, "proxy_batch_size": proxy_b,
+                     "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs),
+                     "eps_rdp": member.epsilon("rdp")})
+    if not rows:
+        raise UsageError("no factor gives a valid member: check --factors against the dataset size")
+    best = max(rows, key=lambda r: r["mean_accuracy"])
+    result = {"members": rows, "best": best}
+    if out is not None:
+        write_json_atomic(out / "privacy_search.json", result)
+    return result
+
+
+def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
+                       train_fn: Callable | None = None, log=print) -> dict:
+    """TAN §4.4, Table 5: N' = k·N at fixed (B, σ, S), δ = 1/N', each simulated at proxy scale.
+
+    q = B/N' and so η fall as N' grows: ε drops while the global signal-to-noise N'·η stays constant.
+    Each member trains the proxy (B', σ·B'/B, S) on the first N' training examples (data.train_examples),
+    which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
+    Factors above 1 need more training data than the config uses: they are skipped when absent.
+    """
+    from tanplan.data.dataset import with_train_examples
+    from tanplan.privacy.plan import plan_from_config, with_dataset_size
+    from tanplan.engine.loop import load_data
+
+    full = load_data(cfg.with_overrides({"data.train_examples": 0}))
+    available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
+    target = plan_from_config(cfg, base_n)
+    rows = []
+    for k in factors:
+        n = int(round(base_n * k))
+        if not target.batch_size <= n <= available:
+            log(f"  data k={k:g}: N'={n} skipped (needs B={target.batch_size} ≤ N' ≤ {available} available)")
+            continue
+        member = with_dataset_size(target, n)
+        member_cfg = cfg.with_overrides({"data.train_examples": n, "privacy.sigma": target.sigma,
+                                         "privacy.delta": member.delta})
+        runs = train_points(member_cfg, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,
+                            label=f"n{n}")
+        accs = [r["test_accuracy"] for r in runs]
+        rows.append({"k": k, "dataset_size": n, "batch_size": target.batch_size, "steps": target.steps,
+                     "sigma": target.sigma, "delta": member.delta, "q": member.q, "eta": member.eta,
+                     "eps_tan": member.eps_tan, "eps_rdp": member.epsilon("rdp"), "proxy_batch_size": proxy_batch_size,
+                     "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs)})
+    if not rows:
+        raise UsageError("no factor gives a valid dataset size: use factors with B ≤ k·N ≤ the training set size")
+    result = {"members": rows}
+    if out is not None:
+        write_json_atomic(out / "dataset_sizes.json", result)
+    return result
+
+
+def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Path:
+    """Points with their spread, the fitted line, the extrapolated target and its interval (paper Fig. 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fit = ScalingFit(**result["fit"])
+    points = result["points"]
+    sizes = sorted({p["batch_size"] for p in points})
+    means = [statistics.fmean(p["test_accuracy"] for p in points if p["batch_size"] == b) for b in sizes]
+    spread = [statistics.pstdev([p["test_accuracy"] for p in points if p["batch_size"] == b]) for b in sizes]
+    target = result["target_batch_size"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.errorbar(sizes, means, yerr=[2 * s for s in spread], fmt="x", color="C0", capsize=3,
+                label="proxy runs (mean ± 2 std)")
+    xs = np.geomspace(min(sizes), target, 50)
+    ax.plot(xs, fit.a + fit.b * np.log(xs), "--", color="C0", label=f"fit a + b·ln B (R²={fit.r2:.2f})")
+    if result.get("model") == "flat":
+        ax.plot(xs, np.full_like(xs, result["predicted_accuracy"]), ":", color="C2",
+                label="flat (b = 0: the slope's interval contains 0), used")
+    low, high = result["prediction_interval"]
+    ax.errorbar([target], [result["predicted_accuracy"]],
+                yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
+                fmt="o", color="C1", capsize=4, label=f"prediction at B={target} ({result['level']:.0%} PI)")
+    if actual is not None:
+        ax.plot([target], [actual], "*", ms=14, color="C3", label="actual full-scale run")
+    ax.set(xscale="log", xlabel="batch size B (constant η_step and S)", ylabel="test accuracy",
+           title="Batch scaling law")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure_atomic(fig, path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def fit_markdown(result: dict) -> str:
+    low, high = result["prediction_interval"]
+    warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
+    if result.get("model") == "flat":
+        ll = result["loglinear_prediction"]
+        s_low, s_high = result["slope_interval"]
+        warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
+                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). The "
+                   f"line alone would predict {ll['predicted_accuracy']:.4f} [{ll['prediction_interval'][0]:.4f}, "
+                   f"{ll['prediction_interval'][1]:.4f}].") + warning
+    return (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs (R² = {result['r2']:.3f}); "
+            f"predicted at B = {result['target_batch_size']}: {result['predicted_accuracy']:.4f} "
+            f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")
+
+
+def write_fit_report(result: dict, out: Path) -> None:
+    write_text_atomic(out / "fit.md", f"# Batch scaling law\n\n{fit_markdown(result)}\n\n![scaling law](scaling_law.png)\n")
+
+
+__all__ = ["fit_batch_law", "privacy_parameter_search", "dataset_size_study", "figure_scaling", "load_best_overrides"]

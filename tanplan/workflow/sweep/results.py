@@ -1,0 +1,150 @@
+"""Results of a proxy sweep, read back from its study: sweep.csv, reruns.csv, best.json, figures, sweep.md.
+
+Everything here is computed from DIR/study.sqlite3 alone, so that a resumed sweep, or one that was
+interrupted, writes the same files as one that ran in one go.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from tanplan.fileio import write_json_atomic, write_text_atomic
+from tanplan.reports import sweep as sweep_report
+from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, INTERRUPTED, METRIC, PRUNED, STUDY_FILE,
+                                          SweepSpec, top_trials)
+from tanplan.workflow.sweep.space import overrides
+
+STATUSES = (FINISHED, PRUNED, DIVERGED, ERROR, INTERRUPTED)
+
+
+def trials_frame(study, spec: SweepSpec):
+    """One row per search trial that reached an outcome (or was interrupted), in trial order."""
+    import pandas as pd
+    from optuna.trial import TrialState
+
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.RUNNING, TrialState.WAITING):
+            continue
+        a = t.user_attrs
+        row = {"trial": t.number, "status": a.get("status", ERROR), "seed": a.get("seed")}
+        row.update({d.name: t.params.get(d.name) for d in spec.dims})
+        row.update(_plan_columns(spec))
+        row.update({
+            METRIC: a.get(METRIC),
+            f"last_eval_{METRIC}": a.get(f"last_{METRIC}", a.get(METRIC)),
+            "steps_done": a.get("step"),
+            "wall_seconds": a.get("wall_seconds"),
+            "epsilon_rdp": a.get("epsilon_rdp"),
+            "requeued_from": a.get("requeued_from"),
+            "error": a.get("error", ""),
+        })
+        rows.append(row)
+    columns = ["trial", "status", "seed", *(d.name for d in spec.dims), *_plan_columns(spec), METRIC,
+               f"last_eval_{METRIC}", "steps_done", "wall_seconds", "epsilon_rdp", "requeued_from", "error"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _plan_columns(spec: SweepSpec) -> dict:
+    return {"proxy_batch_size": spec.proxy["batch_size"], "proxy_sigma": spec.proxy.get("sigma"),
+            "steps": spec.proxy["steps"], "target_batch_size": spec.target["batch_size"],
+            "target_sigma": spec.target.get("sigma")}
+
+
+def reruns_frame(study, spec: SweepSpec):
+    import pandas as pd
+
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        a = t.user_attrs
+        rows.append({"source_trial": a.get("source_trial"), "seed": a.get("seed"), "status": a.get("status", ERROR),
+                     **{d.name: t.params.get(d.name) for d in spec.dims},
+                     METRIC: a.get(METRIC), "wall_seconds": a.get("wall_seconds"), "error": a.get("error", "")})
+    columns = ["source_trial", "seed", "status", *(d.name for d in spec.dims), METRIC, "wall_seconds", "error"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
+    """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran)."""
+    ranked = []
+    for t in top_trials(search, spec.top_k or 1):
+        accs = [a for a in reruns_df.loc[(reruns_df.source_trial == t.number) & (reruns_df.status == FINISHED),
+                                         METRIC].tolist() if _finite(a)]
+        mean = sum(accs) / len(accs) if accs else None
+        std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else None
+        ranked.append({"trial": t.number, "params": dict(t.params), "overrides": overrides(spec.dims, t.params),
+                       "search_accuracy": t.value, "seed": t.user_attrs.get("seed"),
+                       "mean_accuracy": mean, "std_accuracy": std,
+                       "min_accuracy": min(accs) if accs else None, "max_accuracy": max(accs) if accs else None,
+                       "reruns": len(accs)})
+    with_mean = [r for r in ranked if r["mean_accuracy"] is not None]
+    if with_mean and spec.top_k:
+        ranked = sorted(with_mean, key=lambda r: -r["mean_accuracy"]) + [r for r in ranked if r["mean_accuracy"] is None]
+    return ranked
+
+
+def write_results(out: Path, spec: SweepSpec, search, reruns) -> dict:
+    """Write every result file of the sweep in DIR; returns what best.json holds."""
+    out = Path(out)
+    df = trials_frame(search, spec)
+    rr = reruns_frame(reruns, spec)
+    write_text_atomic(out / "sweep.csv", _csv(df))
+    write_text_atomic(out / "reruns.csv", _csv(rr))
+    ranked = ranking(search, rr, spec)
+    counts = {s: int((df.status == s).sum()) for s in STATUSES}
+    best = ranked[0] if ranked else None
+    summary = {
+        "best": best,
+        "ranked_by": "mean over re-runs" if best and best["mean_accuracy"] is not None else "search accuracy",
+        "ranking": ranked,
+        "target": spec.target,
+        "proxy": spec.proxy,
+        "compute_ratio": spec.target["batch_size"] / spec.proxy["batch_size"],
+        "space": [d.to_dict() for d in spec.dims],
+        "trials": {"requested": spec.trials, **counts},
+        "wall_seconds": {"search": _sum(df.wall_seconds), "reruns": _sum(rr.wall_seconds)},
+        "files": {"trials": "sweep.csv", "reruns": "reruns.csv", "study": STUDY_FILE},
+    }
+    title = (f"proxy sweep: B'={spec.proxy['batch_size']} for B={spec.target['batch_size']}, "
+             f"S={spec.proxy['steps']}")
+    figures = sweep_report.write_figures(out, spec.dims, df[df.status == FINISHED], param_importances(search), title)
+    summary["files"].update(figures)
+    write_json_atomic(out / "best.json", summary)
+    write_text_atomic(out / "sweep.md", sweep_report.markdown(summary, spec.dims, df))
+    return summary
+
+
+def param_importances(study) -> dict[str, float]:
+    """Optuna's fANOVA importances; empty when there are too few finished trials to compute them."""
+    import warnings
+
+    import optuna
+    from optuna.trial import TrialState
+
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if len(complete) < 2:
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return dict(optuna.importance.get_param_importances(study))
+    except Exception:  # e.g. every finished trial has the same parameters
+        return {}
+
+
+def _csv(df) -> str:
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    return buf.getvalue()
+
+
+def _sum(series) -> float | None:
+    values = [v for v in series.tolist() if _finite(v)]
+    return float(sum(values)) if values else 0.0
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

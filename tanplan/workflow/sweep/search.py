@@ -1,0 +1,417 @@
+"""Proxy sweeps: Optuna's TPE picks the trials, Ray Tune runs them, an SQLite study remembers them.
+
+The target (B, σ, S) comes from the config's plan; every trial trains the proxy (B', σ·B'/B, S) at the
+same η_step and S (TAN, Sander et al. 2023 §3.4, Table 2) through the engine's `train_and_evaluate`, with the
+searched keys overridden and its own seed. Then the top-k configurations are re-run over n fresh
+seeds and ranked by their mean accuracy (a search winner is biased upwards: it won partly by luck).
+
+Resume: the Optuna study in DIR/study.sqlite3 is the one record of the sweep; Ray Tune's own
+experiment restore is not used. The searcher writes each trial to the study when Optuna proposes it
+(RUNNING), and when Ray reports the trial's end it first stores the trial's row (accuracy, wall
+seconds, status, seed) as user attributes, then its state (COMPLETE, PRUNED, FAIL): a trial counts as
+finished only once its state is written, so a kill in between just runs it again. A sweep killed by
+SIGKILL or SIGINT leaves its unfinished trials RUNNING; `--resume` marks them interrupted, queues the
+same parameters and seed again, counts the finished ones and asks Ray Tune for the rest only, in a
+fresh Tune experiment whose searcher loads the same study (so TPE keeps its history). Re-runs live in
+a second study of the same file, one record per (configuration, seed).
+With `--address ray://...` (Ray Client), Ray Tune runs its driver, the searcher included, on the head
+node: DIR must then be on storage that the head node shares. `--address auto` or HOST:PORT, run on
+a node of the cluster, has no such constraint. Ray (2.5x+) never turns on token authentication for an
+explicit address: attaching to a cluster that uses it needs RAY_AUTH_MODE=token in the environment.
+Privacy: a trial spends the proxy's budget on the training data, which is the paper's simulation
+setting; the sweep itself releases only the chosen hyper-parameters, which the final run's
+accounting does not cover (as in the paper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tanplan.errors import UsageError
+from tanplan.workflow.sweep import results
+from tanplan.workflow.sweep.space import to_optuna
+from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, METRIC, PRUNED, SweepSpec, _finite,
+                                          finished_count, open_studies, outcome, requeue_interrupted,
+                                          rerun_jobs, running_numbers)
+from tanplan.workflow.sweep.trial import make_trainable
+
+# ---------------------------------------------------------------- the spec (driver, before Ray)
+
+def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = None, top_k: int | None = None,
+            seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
+            dataset=None) -> SweepSpec:
+    """Check the [sweep] section and the command's choices against the config and its data; plan.
+
+    The proxy B' comes from --proxy-batch-size, else [sweep] proxy_batch_size, else
+    train.proxy_batch_size. σ and δ of the target are pinned in every trial's config, so that no
+    trial recalibrates σ: the driver's Plan is the one source of the numbers.
+    """
+    from tanplan.data import dataset_kind
+    from tanplan.engine.loop import load_data, resolve_plan
+    from tanplan.workflow.sweep.space import default_space, parse_space
+
+    section = cfg.sweep
+    batch = cfg.train.batch_size
+    proxy = proxy_batch_size or section.proxy_batch_size or cfg.train.proxy_batch_size
+    if not proxy:
+        raise UsageError("--proxy-batch-size is required (or set [sweep] proxy_batch_size): the proxy batch B' "
+                         f"that every trial trains, <= train.batch_size = {batch}")
+    if proxy > batch:
+        raise UsageError(f"--proxy-batch-size {proxy} is not allowed: a proxy must not be larger than the target "
+                         f"batch train.batch_size = {batch}")
+    # The space is checked before any data is read (or generated): bad input fails fast, with one line.
+    kind = dataset.data_kind if dataset is not None else dataset_kind(cfg.data.dataset, cfg.data.path or None)
+    dims = parse_space(section.space or default_space(kind), cfg, augmentations=_augmentations(kind),
+                       models=_models())
+    dataset = dataset if dataset is not None else load_data(cfg)
+    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": proxy}), dataset.num_train)
+    pinned = {"train.proxy_batch_size": proxy}
+    if run.private:
+        pinned.update({"privacy.sigma": run.target.sigma, "privacy.delta": run.target.delta})
+        target, trained = run.target.to_dict(), run.plan.to_dict()
+    else:
+        target = {"batch_size": batch, "steps": cfg.train.steps, "private": False}
+        trained = {"batch_size": proxy, "steps": cfg.train.steps, "private": False}
+    base = cfg.with_overrides(pinned).to_dict()
+    base.pop("sweep", None)  # trials do not sweep
+    return SweepSpec(
+        base=base, dims=dims,
+        trials=trials or section.trials,
+        top_k=section.top_k if top_k is None else top_k,
+        seeds=seeds or section.seeds,
+        scheduler=scheduler or section.scheduler,
+        max_concurrent=section.max_concurrent if max_concurrent is None else max_concurrent,
+        startup_trials=section.startup_trials,
+        seed=cfg.experiment.seed, steps=cfg.train.steps, eval_every=cfg.train.eval_every,
+        target=target, proxy=trained)
+
+
+def _augmentations(data_kind: str):
+    try:
+        from tanplan.data import available_augmentations
+    except ImportError:
+        return None
+    return available_augmentations(data_kind)
+
+
+def _models():
+    try:
+        from tanplan.models import available_models
+    except ImportError:
+        return None
+    return available_models()
+
+
+def _make_searcher(space, *, study, sampler, seed: int):
+    """OptunaSearch that seeds each trial and records each outcome, row included, in the study."""
+    from optuna.trial import TrialState
+    from ray.tune.search.optuna import OptunaSearch
+
+    class StudySearch(OptunaSearch):
+        def suggest(self, trial_id: str):
+            params = super().suggest(trial_id)
+            if not isinstance(params, dict):
+                return params
+            ot_trial = self._ot_trials[trial_id]
+            trial_seed = ot_trial.user_attrs.get("seed")
+            if trial_seed is None:  # a re-queued trial keeps the seed it had
+                trial_seed = seed + ot_trial.number
+                ot_trial.set_user_attr("seed", trial_seed)
+            ot_trial.set_user_attr("started_at", time.time())
+            return {"job": {"params": dict(ot_trial.params), "trial": ot_trial.number, "seed": trial_seed,
+                            "kind": "search"}}
+
+        def on_trial_result(self, trial_id: str, result: dict):
+            value, ot_trial = result.get(self.metric), self._ot_trials.get(trial_id)
+            if ot_trial is None or result.get("final") or value is None or not math.isfinite(value):
+                return
+            ot_trial.report(float(value), int(result.get("step", result.get("training_iteration", 0))))
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
+            ot_trial = self._ot_trials.get(trial_id)
+            if ot_trial is None or trial_id in self._completed_trials:
+                return
+            self._completed_trials.add(trial_id)
+            status, row = outcome(result, error, self.metric)
+            for key, value in row.items():
+                ot_trial.set_user_attr(key, value)
+            state = {FINISHED: TrialState.COMPLETE, PRUNED: TrialState.PRUNED,
+                     DIVERGED: TrialState.PRUNED}.get(status, TrialState.FAIL)
+            value = row.get(METRIC) if state == TrialState.COMPLETE else None
+            try:
+                self._ot_study.tell(ot_trial, value, state=state)
+            except Exception as exc:  # e.g. a NaN accuracy: keep the trial, as a failure
+                print(f"tanplan sweep: could not record trial {ot_trial.number}: {exc}", file=sys.stderr)
+                self._ot_study.tell(ot_trial, None, state=TrialState.FAIL)
+
+    return StudySearch(space, metric=METRIC, mode="max", sampler=sampler, study_name=study.study_name,
+                       storage=study._storage)
+
+
+# ---------------------------------------------------------------- Ray
+
+def connect_ray(address: str | None):
+    """Start a small local Ray, or attach to the cluster at `address`; True when we started it.
+
+    A Ray already initialised in this process is reused as it is.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    quiet = dict(log_to_driver=False, logging_level="ERROR")
+    if not address:
+        # "local": never attach by accident to a cluster that someone else started on this machine.
+        ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), include_dashboard=False,
+                 object_store_memory=200 * 2**20, **quiet)
+        return True
+    if address != "auto":
+        _check_reachable(address)
+    try:
+        with _stderr_held_back() as held:  # Ray's C++ client logs every failed attempt to fd 2
+            ray.init(address=address, **quiet)
+        sys.stderr.write(held.read())  # attached: show whatever Ray had to say
+    except Exception as err:  # ConnectionError, or the client's own errors
+        detail = str(err).splitlines()[0] if str(err) else "no detail"
+        hint = ("start one with `ray start --head`, or leave --address out to run locally" if address == "auto"
+                else "if the cluster uses token authentication, set RAY_AUTH_MODE=token (token from "
+                     "~/.ray/auth_token or RAY_AUTH_TOKEN); or leave --address out to run locally")
+        raise UsageError(f"--address {address}: could not attach to a Ray cluster there "
+                         f"({type(err).__name__}: {detail}); {hint}") from None
+    return True
+
+
+@contextlib.contextmanager
+def _stderr_held_back():
+    """Send file descriptor 2 (C++ logs included) to a temporary file; yields it, rewound, afterwards."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    held = tempfile.TemporaryFile(mode="w+")
+    os.dup2(held.fileno(), 2)
+    try:
+        yield held
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+
+
+def check_address(address: str | None) -> None:
+    """UsageError for an --address that is malformed or where nobody listens (auto and None pass)."""
+    if address and address != "auto":
+        _check_reachable(address)
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on an address nobody listens on, rather than waiting for Ray's own retries."""
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--address {address!r} is not allowed: use auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise UsageError(f"--address {address}: no Ray cluster answers there ({err.strerror or err}); "
+                         "start one with `ray start --head`, or leave --address out to run locally") from None
+
+
+def trial_resources(max_concurrent: int) -> tuple[dict, int]:
+    """({"cpu": share, "gpu": 1 or absent}, concurrency): one GPU per trial where the cluster has GPUs."""
+    import ray
+
+    total = ray.cluster_resources()
+    cpus, gpus = float(total.get("CPU", 1)), int(total.get("GPU", 0))
+    if gpus:
+        concurrency = min(max_concurrent or gpus, gpus)
+        return {"cpu": cpus / concurrency, "gpu": 1}, concurrency
+    concurrency = max_concurrent or 1
+    return {"cpu": cpus / concurrency}, concurrency
+
+
+# ---------------------------------------------------------------- the sweep
+
+def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume: bool = False,
+              train_fn: Callable | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Search, re-run the best, write the results; returns the summary written to DIR/best.json.
+
+    Raises KeyboardInterrupt when the sweep was interrupted (the study keeps what finished).
+    """
+
+    log = log or (lambda line: None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out):
+        search, reruns = open_studies(out, spec, resume=resume)
+        requeued = requeue_interrupted(search)
+        if requeued:
+            log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
+        started_ray = connect_ray(address)
+        if address and address.startswith("ray://"):
+            log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
+                "storage it shares")
+        try:
+            done = finished_count(search)
+            if done:
+                log(f"resume: {done} of {spec.trials} trials already finished")
+            if spec.trials > done:
+                _search(spec, out, search, spec.trials - done, train_fn, log)
+            interrupted = running_numbers(search)
+            if not interrupted:
+                jobs = rerun_jobs(search, reruns, spec)
+                if jobs:
+                    _rerun(spec, out, reruns, jobs, train_fn, log)
+        finally:
+            if started_ray:
+                import ray
+
+                ray.shutdown()
+        summary = results.write_results(out, spec, search, reruns)
+    if interrupted:
+        raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
+    return summary
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path):
+    """One sweep per DIR at a time; the lock dies with its process, so a SIGKILL never leaves it held."""
+    import fcntl
+
+    with open(out / ".sweep.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UsageError(f"another tanplan sweep is running in {out}; wait for it or choose another --out") from None
+        yield
+
+
+def _tune_env() -> None:
+    # Results without the metric (a failed trial) are expected; the per-trial CSV/JSON/TensorBoard
+    # loggers duplicate what the study records.
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def _run_config(out: Path, kind: str, callbacks: list):
+    from ray import tune
+
+    return tune.RunConfig(name=f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}", storage_path=str((out / "ray").resolve()),
+                          verbose=0, callbacks=callbacks, failure_config=tune.FailureConfig(max_failures=0))
+
+
+def _search(spec: SweepSpec, out: Path, study, count: int, train_fn, log) -> None:
+    import optuna
+    from ray import tune
+
+    _tune_env()
+    resources, concurrency = trial_resources(spec.max_concurrent)
+    sampler = optuna.samplers.TPESampler(seed=spec.seed + len(study.trials), n_startup_trials=spec.startup_trials)
+    searcher = _make_searcher(to_optuna(spec.dims), study=study, sampler=sampler, seed=spec.seed)
+    scheduler = None
+    if spec.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        scheduler = ASHAScheduler(time_attr="step", metric=METRIC, mode="max", max_t=spec.steps,
+                                  grace_period=min(spec.eval_every, spec.steps), reduction_factor=3,
+                                  stop_last_trials=False)
+    log(f"search: {count} trials on {concurrency} slot(s) of {_describe(resources)}")
+    tuner = tune.Tuner(
+        tune.with_resources(make_trainable(spec, (out / "trials").resolve(), train_fn), resources),
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=count,
+                                    max_concurrent_trials=concurrency, reuse_actors=True,
+                                    trial_dirname_creator=lambda t: f"search-{t.trial_id}"),
+        run_config=_run_config(out, "search", [_progress("search", count, log)]),
+    )
+    tuner.fit()
+
+
+def _rerun(spec: SweepSpec, out: Path, reruns, jobs: list[dict], train_fn, log) -> None:
+    from ray import tune
+
+    _tune_env()
+    resources, concurrency = trial_resources(spec.max_concurrent)
+    log(f"re-runs: {len(jobs)} runs ({spec.top_k} best configurations x {spec.seeds} seeds)")
+    tuner = tune.Tuner(
+        tune.with_resources(make_trainable(spec, (out / "trials").resolve(), train_fn), resources),
+        param_space={"job": tune.grid_search(jobs)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True,
+                                    trial_dirname_creator=lambda t: f"rerun-{t.trial_id}"),
+        run_config=_run_config(out, "rerun", [_record_reruns(reruns, spec.dims), _progress("re-run", len(jobs), log)]),
+    )
+    tuner.fit()
+
+
+def _describe(resources: dict) -> str:
+    return ", ".join(f"{v:g} {k.upper()}" for k, v in resources.items())
+
+
+def _progress(phase: str, total: int, log):
+    """A Tune callback printing one line per finished trial: number, parameters, accuracy, time, status."""
+    from ray.tune import Callback
+
+    class Progress(Callback):
+        count = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._line(trial, trial.last_result or {})
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._line(trial, {"status": ERROR, "final": True})
+
+        def _line(self, trial, result):
+            self.count += 1
+            job = trial.config.get("job", {})
+            params = " ".join(f"{k}={_short(v)}" for k, v in job.get("params", {}).items())
+            status = result.get("status", FINISHED) if result.get("final") else PRUNED
+            acc = result.get(METRIC)
+            acc_text = f"acc {acc:.4f}" if _finite(acc) else "acc -"
+            seconds = result.get("wall_seconds", result.get("time_total_s", 0))
+            log(f"{phase} {self.count}/{total}  trial {job.get('trial')} seed {job.get('seed')}  {params}  "
+                f"{acc_text}  {seconds:.0f} s  {status}")
+
+    return Progress()
+
+
+def _record_reruns(study, dims):
+    """A Tune callback storing each finished re-run in the re-run study, keyed by (source trial, seed)."""
+    import optuna
+    from optuna.trial import TrialState
+    from ray.tune import Callback
+
+    class RecordReruns(Callback):
+        seen: set = set()
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self._record(trial, trial.last_result, error=False)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self._record(trial, trial.last_result, error=True)
+
+        def _record(self, trial, result, error):
+            if trial.trial_id in self.seen:
+                return
+            self.seen.add(trial.trial_id)
+            job = trial.config["job"]
+            status, row = outcome(result, error)
+            ok = status == FINISHED
+            study.add_trial(optuna.trial.create_trial(
+                state=TrialState.COMPLETE if ok else TrialState.FAIL, value=row.get(METRIC) if ok else None,
+                params=job["params"], distributions=to_optuna(dims),
+                user_attrs={**row, "source_trial": job["trial"], "seed": job["seed"]}))
+
+    return RecordReruns()
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

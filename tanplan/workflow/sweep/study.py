@@ -1,0 +1,177 @@
+"""The record of a sweep: its spec, its Optuna studies in DIR/study.sqlite3, and each trial's outcome.
+
+Everything the driver, the trials and the results need to agree on lives here, so that none of them
+imports another: the metric, the trial states, the spec, and how the study is opened and read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from tanplan.errors import UsageError
+from tanplan.workflow.sweep.space import Dimension
+
+METRIC = "test_accuracy"
+STUDY_FILE = "study.sqlite3"
+SEARCH_STUDY = "search"
+RERUN_STUDY = "reruns"
+RERUN_SEED_STRIDE = 1000  # re-run seed j of a trial = its search seed + j * stride: fresh, reproducible
+
+# Trial states as the study records them (the `status` user attribute).
+FINISHED, PRUNED, DIVERGED, ERROR, INTERRUPTED = "finished", "pruned", "diverged", "error", "interrupted"
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """Everything a sweep needs, resolved and validated before Ray starts."""
+
+    base: dict  # the trial config as a dict: proxy batch set, σ and δ of the target pinned
+    dims: tuple[Dimension, ...]
+    trials: int
+    top_k: int
+    seeds: int
+    scheduler: str
+    max_concurrent: int
+    startup_trials: int
+    seed: int
+    steps: int
+    eval_every: int
+    target: dict  # Plan.to_dict() of the target
+    proxy: dict  # Plan.to_dict() of the proxy
+
+    def meta(self) -> dict:
+        """What must not change between a sweep and its --resume."""
+        return json.loads(json.dumps({"base": self.base, "dims": [d.to_dict() for d in self.dims],
+                                      "seed": self.seed}))
+
+
+# ---------------------------------------------------------------- the study (SQLite, in the driver)
+
+def storage_url(out: Path) -> str:
+    return f"sqlite:///{(Path(out) / STUDY_FILE).resolve()}"
+
+
+def open_studies(out: Path, spec: SweepSpec, *, resume: bool):
+    """(search study, re-run study) in DIR/study.sqlite3; refuse to mix two different sweeps."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    out = Path(out)
+    exists = (out / STUDY_FILE).exists()
+    storage = optuna.storages.RDBStorage(storage_url(out))
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if exists else set()
+    if SEARCH_STUDY in names:
+        search = optuna.load_study(study_name=SEARCH_STUDY, storage=storage)
+        if not resume:
+            raise UsageError(f"{out} already holds a sweep ({len(search.trials)} trials): pass --resume to "
+                             "continue it, or choose another --out")
+        stored = search.user_attrs.get("meta")
+        if stored != spec.meta():
+            raise UsageError(f"--resume: {out} holds a sweep of a different config, space or proxy batch "
+                             f"({_first_difference(stored, spec.meta())}); choose another --out")
+    else:
+        search = optuna.create_study(study_name=SEARCH_STUDY, storage=storage, direction="maximize")
+        search.set_user_attr("meta", spec.meta())
+    reruns = optuna.create_study(study_name=RERUN_STUDY, storage=storage, direction="maximize",
+                                 load_if_exists=True)
+    return search, reruns
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
+    return f"{path or 'value'}: stored {a!r}, now {b!r}"
+
+
+def requeue_interrupted(study) -> list[int]:
+    """Trials left RUNNING by a killed sweep: mark them interrupted and queue them again, same seed."""
+    from optuna.trial import TrialState
+
+    storage = study._storage  # the RDB storage we opened; its trial-level API is public
+    numbers = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        storage.set_trial_user_attr(t._trial_id, "status", INTERRUPTED)
+        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        attrs = {"requeued_from": t.number}
+        if "seed" in t.user_attrs:
+            attrs["seed"] = t.user_attrs["seed"]
+        study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
+        numbers.append(t.number)
+    return numbers
+
+
+def finished_count(study) -> int:
+    """Trials that reached an outcome (finished, pruned, diverged, error); interrupted ones do not count."""
+    from optuna.trial import TrialState
+
+    done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=done)
+               if t.user_attrs.get("status") != INTERRUPTED)
+
+
+def running_numbers(study) -> list[int]:
+    from optuna.trial import TrialState
+
+    return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
+
+
+def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[str, dict]:
+    """(status, row of user attributes) of a trial from its last Ray result."""
+    result = dict(result or {})
+    if error:
+        status = ERROR
+    elif result.get("final"):
+        status = result.get("status", FINISHED)
+        if status == FINISHED and not _finite(result.get(metric)):
+            status = ERROR
+    else:
+        status = PRUNED  # stopped by the scheduler at an intermediate evaluation
+    if not _finite(result.get("wall_seconds")) and _finite(result.get("time_total_s")):
+        result["wall_seconds"] = result["time_total_s"]  # Ray's clock, for a trial stopped early
+    row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "loss", "epsilon_rdp",
+                                         "epsilon_pld", "sigma", "batch_size", "steps", "step")
+           if _finite(result.get(k))}
+    if status == PRUNED and _finite(result.get(metric)):
+        row["last_" + metric] = row.pop(metric)
+    if status == ERROR and error and not result.get("error"):
+        result["error"] = "the Ray worker failed (see DIR/ray for its log)"
+    row.update(status=status, error=str(result.get("error", ""))[:400])
+    return status, row
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def rerun_jobs(search, reruns, spec: SweepSpec) -> list[dict]:
+    """(configuration, seed) pairs still to run: the top-k distinct configurations × n fresh seeds."""
+    done = {(t.user_attrs.get("source_trial"), t.user_attrs.get("seed")) for t in reruns.trials}
+    jobs = []
+    for trial in top_trials(search, spec.top_k):
+        for j in range(1, spec.seeds + 1):
+            seed = int(trial.user_attrs["seed"]) + j * RERUN_SEED_STRIDE
+            if (trial.number, seed) not in done:
+                jobs.append({"params": dict(trial.params), "trial": trial.number, "seed": seed, "kind": "rerun"})
+    return jobs
+
+
+def top_trials(study, k: int) -> list:
+    """The k best finished trials with distinct parameters, best first (ties: earlier trial first)."""
+    from optuna.trial import TrialState
+
+    best, seen = [], set()
+    for t in sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+                    key=lambda t: (-t.value, t.number)):
+        key = json.dumps(t.params, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            best.append(t)
+    return best[:k]
+
+

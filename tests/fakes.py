@@ -1,0 +1,26 @@
+"""The one fake engine of the test suite: stands in for tanplan.engine.loop.train_and_evaluate so that
+stages (fit, launch, pipeline) run in milliseconds, with accuracies from a known law."""
+
+import math
+
+import numpy as np
+
+SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
+
+
+def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
+    calls = []
+    rng = np.random.default_rng(0)
+
+    def train_fn(cfg, workdir, progress=False):
+        from tanplan.engine.loop import load_data, resolve_plan
+
+        run = resolve_plan(cfg, load_data(cfg).num_train)
+        calls.append(cfg)
+        return {"test_accuracy": law(run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
+                "steps": run.steps, "wall_seconds": 0.0}
+
+    train_fn.calls = calls
+    return train_fn
+
+

@@ -1,0 +1,120 @@
+"""The accountant's figures and the calibration guarantee (never over the target, within 1%)."""
+
+import math
+import os
+import random
+
+import pytest
+
+from tanplan.privacy import accounting, tan
+from tanplan.errors import UsageError
+from tanplan.privacy.plan import Plan
+
+
+def test_imagenet_rdp_epsilon_matches_paper_table_4():
+    plan = Plan(1_281_167, 16_384, 72_000, 2.5, 8e-7)
+    assert abs(plan.epsilon("rdp") - 7.97) < 0.1
+
+
+def test_pld_is_tighter_than_rdp():
+    q, sigma, steps, delta = 0.01, 2.0, 2000, 1e-5
+    assert accounting.epsilon(q, sigma, steps, delta, "pld") < accounting.epsilon(q, sigma, steps, delta, "rdp")
+
+
+def test_delta_for_epsilon_inverts_epsilon():
+    q, sigma, steps, delta = 0.01, 1.5, 1000, 1e-5
+    eps = accounting.epsilon(q, sigma, steps, delta)
+    assert accounting.delta_for_epsilon(q, sigma, steps, eps) == pytest.approx(delta, rel=0.05)
+
+
+def _random_setting(rng: random.Random):
+    n = int(10 ** rng.uniform(3, 7))
+    b = max(1, int(n * 10 ** rng.uniform(-4, -0.7)))
+    steps = int(10 ** rng.uniform(0.5, 4.5))
+    eps = 10 ** rng.uniform(-0.5, 1.3)
+    delta = 10 ** rng.uniform(-9, -4)
+    return n, b, steps, eps, delta
+
+
+def _check_calibration(n, b, steps, eps, delta):
+    q = b / n
+    try:
+        sigma = accounting.calibrate_sigma(q, steps, eps, delta, "rdp")
+    except UsageError:
+        # Only allowed when the RDP accountant cannot certify eps at any sigma.
+        assert eps <= accounting.rdp_floor(delta) * 1.001
+        return
+    got = accounting.epsilon(q, sigma, steps, delta, "rdp")
+    assert got <= eps, (n, b, steps, eps, delta, sigma, got)
+    assert got >= eps * (1 - accounting.CALIBRATION_SLACK), (n, b, steps, eps, delta, sigma, got)
+    assert accounting.epsilon(q, sigma * 1.05, steps, delta, "rdp") < got  # ε falls as σ rises
+
+
+def test_calibration_guarantee_on_random_settings():
+    rng = random.Random(20231)
+    for _ in range(int(os.environ.get("TANPLAN_CALIBRATION_CASES", "8"))):
+        _check_calibration(*_random_setting(rng))
+
+
+@pytest.mark.slow
+def test_calibration_guarantee_on_1000_random_settings():
+    rng = random.Random(7)
+    for _ in range(1000):
+        _check_calibration(*_random_setting(rng))
+
+
+def test_pld_calibration_never_over():
+    q, steps, eps, delta = 0.05, 50, 3.0, 1e-5
+    sigma = accounting.calibrate_sigma(q, steps, eps, delta, "pld")
+    got = accounting.epsilon(q, sigma, steps, delta, "pld")
+    assert eps * (1 - accounting.CALIBRATION_SLACK) <= got <= eps
+
+
+def test_calibrate_steps_and_batch_size_are_the_largest_within_budget():
+    n, sigma, delta, eps = 5_000, 1.2, 1e-5, 4.0
+    steps = accounting.calibrate_steps(256 / n, sigma, eps, delta)
+    assert accounting.epsilon(256 / n, sigma, steps, delta) <= eps < accounting.epsilon(256 / n, sigma, steps + 1, delta)
+    b = accounting.calibrate_batch_size(n, sigma, 500, eps, delta)
+    assert accounting.epsilon(b / n, sigma, 500, delta) <= eps < accounting.epsilon((b + 1) / n, sigma, 500, delta)
+
+
+def test_unreachable_epsilon_is_a_usage_error():
+    with pytest.raises(UsageError, match="cannot be reached"):
+        accounting.calibrate_sigma(0.01, 100, 0.001, 1e-5, "rdp")
+    with pytest.raises(UsageError, match="cannot be reached"):
+        accounting.calibrate_steps(0.5, 0.3, 0.1, 1e-5)
+
+
+def _constant_eta_family_spread(rng: random.Random, sigma_min: float) -> float:
+    n = int(10 ** rng.uniform(4, 7))
+    delta = 1.0 / n
+    eta = 10 ** rng.uniform(-1.2, 0.2)
+    epsilons = []
+    for sigma in (sigma_min, sigma_min * 2, sigma_min * 4):
+        steps = int(10 ** rng.uniform(2, 4))
+        q = math.sqrt(2) * sigma * eta / math.sqrt(steps)  # keeps η fixed: η² = q²S/(2σ²)
+        if q > 1:
+            continue
+        epsilons.append(accounting.epsilon(q, sigma, steps, delta, "rdp"))
+    return (max(epsilons) - min(epsilons)) / min(epsilons) if len(epsilons) > 1 else 0.0
+
+
+def test_epsilon_is_nearly_constant_along_constant_eta_families_above_sigma_4():
+    """The paper's central observation: for σ ≥ 4, ε depends (almost) only on η."""
+    rng = random.Random(3)
+    spreads = [_constant_eta_family_spread(rng, 4.0) for _ in range(12)]
+    assert max(spreads) < 0.05, spreads
+
+
+def test_epsilon_is_not_constant_once_sigma_reaches_the_wall():
+    """The same check fails far below σ = 2, so the test above can fail."""
+    rng = random.Random(3)
+    spreads = [_constant_eta_family_spread(rng, 0.4) for _ in range(4)]
+    assert max(spreads) > 0.05, spreads
+
+
+def test_eps_tan_is_a_heuristic_not_a_bound():
+    # At σ ≥ 2 it is close to the exact ε, but it is no upper bound in general (see the report text).
+    plan = Plan(1_281_167, 16_384, 72_000, 2.5, 8e-7)
+    assert abs(plan.eps_tan - plan.epsilon("rdp")) / plan.epsilon("rdp") < 0.1
+    assert tan.regime(plan.sigma) is tan.Regime.TAN

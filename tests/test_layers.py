@@ -1,0 +1,170 @@
+"""The package's layers: every import (module level and inside functions) points down or sideways
+within its layer, the module graph has no cycle, and the JAX-free layer (privacy/, config) imports no
+JAX, flax or optax, directly or through another tanplan module. Plus: `tanplan plan` loads no JAX."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tanplan"
+
+# Lower ranks sit below higher ones: a module may import from its own rank or below, never above.
+RANKS = {
+    "errors": 0, "fileio": 0, "runtime": 0,
+    "config": 1,
+    "privacy": 2,
+    "data": 3, "models": 3,
+    "dp": 4,
+    "engine": 5, "baselines": 5,
+    "reports": 6,
+    "workflow": 7,
+    "commands": 8,
+    "cli": 9, "__main__": 9, "__init__": 9,
+}
+JAX_FREE = ("tanplan.config", "tanplan.privacy")
+JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[str]:
+    """Every module named by an import anywhere in the file (functions included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+            found += [f"{node.module}.{alias.name}" for alias in node.names]
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges = {}
+    for name, path in modules.items():
+        edges[name] = {m for m in imports(path) if m in modules and m != name}
+    edges["__external__"] = {}
+    return edges, {name: {m for m in imports(path) if not m.startswith("tanplan")} for name, path in modules.items()}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward_imports(edges) -> list[str]:
+    bad = []
+    for src, dsts in edges.items():
+        if src == "__external__":
+            continue
+        for dst in dsts:
+            if dst == "tanplan" or layer(dst) == "__init__":
+                continue  # the package itself (its __version__): importing it runs nothing
+            if RANKS[layer(dst)] > RANKS[layer(src)]:
+                bad.append(f"{src} -> {dst}")
+    return sorted(bad)
+
+
+def cycles(edges) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def jax_reached(edges, external, start: str) -> list[str]:
+    """Paths from `start` to a JAX-like import through tanplan modules."""
+    seen, todo, bad = {start}, [(start, [start])], []
+    while todo:
+        module, path = todo.pop()
+        for ext in external.get(module, ()):
+            if ext.split(".")[0] in JAX_LIKE:
+                bad.append(" -> ".join(path + [ext]))
+        for nxt in edges.get(module, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append((nxt, path + [nxt]))
+    return bad
+
+
+def test_every_module_sits_in_a_known_layer():
+    edges, _ = graph()
+    unknown = sorted(m for m in edges if m != "__external__" and layer(m) not in RANKS)
+    assert not unknown, f"modules outside every layer (add them to RANKS): {unknown}"
+
+
+def test_no_module_imports_a_higher_layer():
+    edges, _ = graph()
+    assert upward_imports(edges) == []
+
+
+def test_the_module_graph_has_no_cycle():
+    edges, _ = graph()
+    assert cycles(edges) == []
+
+
+def test_the_jax_free_layer_reaches_no_jax():
+    edges, external = graph()
+    starts = [m for m in edges if m.startswith(JAX_FREE)]
+    assert starts
+    assert [path for m in starts for path in jax_reached(edges, external, m)] == []
+
+
+def test_the_checks_catch_what_they_forbid():
+    """The checks are not vacuous: an upward import, a cycle and a JAX import are each reported."""
+    edges = {"tanplan.privacy.plan": {"tanplan.engine.loop"}, "tanplan.engine.loop": {"tanplan.privacy.plan"}}
+    assert upward_imports(edges) == ["tanplan.privacy.plan -> tanplan.engine.loop"]
+    assert cycles(edges) == [["tanplan.engine.loop", "tanplan.privacy.plan"]]
+    assert jax_reached(edges, {"tanplan.engine.loop": {"jax.numpy"}}, "tanplan.privacy.plan")
+
+
+def test_plan_command_loads_no_jax():
+    code = ("import sys; from tanplan.cli import main; "
+            "rc = main(['plan', '--dataset-size', '50000', '--batch-size', '256', '--steps', '100', '--sigma', '2']); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in %r); "
+            "print(bad); sys.exit(rc or (1 if bad else 0))" % (JAX_LIKE,))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("module", ["tanplan", "tanplan.config", "tanplan.cli"])
+def test_importing_tanplan_changes_no_environment(module):
+    code = f"import os; before = dict(os.environ); import {module}; assert dict(os.environ) == before"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

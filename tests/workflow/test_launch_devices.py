@@ -1,0 +1,99 @@
+"""`tanplan launch --backend local` on 8 (forced host) CPU devices equals the 1-device run, and a
+launch over budget exits 3 before any step (no checkpoint, no ledger)."""
+
+import json
+
+import numpy as np
+import pytest
+from helpers import TINY, run_launch, saved_params
+
+from tanplan.cli import main
+
+
+@pytest.mark.slow
+def test_eight_devices_equal_one_device(tmp_path):
+    one = run_launch(tmp_path / "one", devices=1)["summary"]
+    eight = run_launch(tmp_path / "eight", devices=8)["summary"]
+    assert one["devices"] == 1 and eight["devices"] == 8
+    assert eight["steps"] == one["steps"] == 8
+    assert eight["epsilon_rdp"] == pytest.approx(one["epsilon_rdp"], rel=1e-12)
+    a, b = saved_params(tmp_path / "one"), saved_params(tmp_path / "eight")
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)  # only the summation order differs
+    assert eight["test_accuracy"] == pytest.approx(one["test_accuracy"], abs=2 / 400)
+
+
+def test_over_budget_launch_exits_3_and_takes_no_step(tmp_path, capsys):
+    out = tmp_path / "over"
+    sets = [s for s in TINY if not s.startswith("privacy.")] + ["privacy.sigma=0.5", "privacy.epsilon=1.0"]
+    code = main(["launch", "--config", "experiments/mnist1d.toml", "--out", str(out),
+                 *sum([["--set", s] for s in sets], [])])
+    assert code == 3
+    assert "no step was taken" in capsys.readouterr().err
+    assert not (out / "checkpoint").exists() and not (out / "ledger.json").exists()
+
+
+def test_launch_refuses_to_overwrite_a_checkpoint_without_resume(tmp_path, capsys):
+    from tanplan.engine.checkpoint import LaunchCheckpoints
+
+    out = tmp_path / "busy"
+    ckpt = LaunchCheckpoints(out / "checkpoint")
+    ckpt.save(2, {"w": np.zeros(3)}, {"step": 2})
+    ckpt.close()
+    code = main(["launch", "--config", "experiments/mnist1d.toml", "--out", str(out),
+                 *sum([["--set", s] for s in TINY], [])])
+    assert code == 2
+    assert "--resume" in capsys.readouterr().err
+    assert not (out / "ledger.json").exists()
+
+
+def test_checkpoint_roundtrip_keeps_the_tree_and_meta(tmp_path):
+    from tanplan.engine.checkpoint import LaunchCheckpoints
+
+    tree = {"a": np.arange(4.0, dtype=np.float32), "b": (np.ones((2, 2), np.int32), np.float32(3.0))}
+    ckpt = LaunchCheckpoints(tmp_path / "c")
+    ckpt.save(1, tree, {"step": 1, "ledger": {"steps": 1}})
+    ckpt.save(3, {"a": tree["a"] + 1, "b": tree["b"]}, {"step": 3})
+    got, meta = ckpt.restore_latest(tree)
+    ckpt.close()
+    assert meta["step"] == 3
+    np.testing.assert_array_equal(got["a"], tree["a"] + 1)
+    np.testing.assert_array_equal(got["b"][0], tree["b"][0])
+    assert json.dumps(meta)
+
+
+def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path):
+    import errno
+
+    from tanplan.engine.checkpoint import CheckpointError, LaunchCheckpoints
+
+    tree = {"w": np.arange(3.0, dtype=np.float32)}
+    ckpt = LaunchCheckpoints(tmp_path / "c")
+    ckpt.save(1, tree, {"step": 1})
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    ckpt.manager.save = disk_full
+    with pytest.raises(CheckpointError, match="No space left on device.*previous checkpoint is kept"):
+        ckpt.save(2, {"w": tree["w"] + 1}, {"step": 2})
+    got, meta = ckpt.restore_latest(tree)
+    ckpt.close()
+    assert meta["step"] == 1
+    np.testing.assert_array_equal(got["w"], tree["w"])
+
+
+def test_a_finished_launch_resumed_takes_no_step_and_reports_the_same_result(tmp_path):
+    from helpers import CONFIG
+
+    from tanplan.config import load_config
+    from tanplan.workflow.launch import launch
+
+    cfg = load_config(CONFIG, TINY)
+    first = launch(cfg, tmp_path / "full", progress=False)["summary"]
+    again = launch(cfg, tmp_path / "full", progress=False, resume=True)["summary"]
+    assert again["resumed_from_step"] == again["steps"] == first["steps"] and again["steps_this_run"] == 0
+    assert again["params_checksum"] == first["params_checksum"]
+    assert again["test_accuracy"] == pytest.approx(first["test_accuracy"])
+    assert again["epsilon_rdp"] == first["epsilon_rdp"]  # the ledger counts no step twice

@@ -1,0 +1,69 @@
+"""`tanplan run` end to end with a fake engine (fast): stages chained, summary keys, compute fraction,
+the flat-regime prediction, and the baseline stage at the launch's exact ε."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from fakes import SMALL, fake_train
+
+from tanplan.workflow import fit as fit_stage
+from tanplan.workflow import launch as launch_module
+from tanplan.workflow.sweep import search as sweep
+from tanplan.config import load_config
+from tanplan.workflow.pipeline import run_pipeline
+
+REQUIRED = {"predicted_accuracy", "prediction_interval", "actual_accuracy", "epsilon_rdp", "proxy_compute_fraction",
+            "wall_seconds"}
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """Sweep, proxy runs and the launch replaced by a flat law with small noise: no Ray, no JAX training."""
+    law = lambda b: 0.8  # noqa: E731  the flat regime
+    train_fn = fake_train(law=law, noise=0.004)
+
+    def fake_sweep(spec, out, **kwargs):
+        out.mkdir(parents=True, exist_ok=True)
+        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+
+    real_launch = launch_module.launch
+    monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(launch_module, "launch", lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
+    return train_fn
+
+
+def _features(tmp_path, rng):
+    centres = rng.normal(0, 3, (3, 8))
+    y = rng.integers(0, 3, 400)
+    x = centres[y] + rng.normal(0, 1, (400, 8))
+    path = tmp_path / "features.npz"
+    np.savez(path, x_train=x[:300], y_train=y[:300], x_test=x[300:], y_test=y[300:])
+    return path
+
+
+def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine):
+    cfg = load_config("experiments/mnist1d.toml", SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=3"])
+    features = _features(tmp_path, np.random.default_rng(0))
+    summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None, baselines=True, baseline_features=str(features))
+    assert REQUIRED <= set(summary)
+    # Only fit runs here (the fake sweep ran no trial): 3 × 16 + 3 × 32 examples per step against 6 × 512.
+    assert summary["proxy_compute_fraction"] == pytest.approx((16 + 32) / 2 / 512)
+    assert summary["model"] == "flat" and summary["law_holds"]
+    points = json.loads((tmp_path / "run" / "fit" / "fit.json").read_text())["points"]
+    assert summary["predicted_accuracy"] == pytest.approx(np.mean([p["test_accuracy"] for p in points]))
+    low, high = summary["prediction_interval"]
+    assert summary["actual_inside_interval"] == (low <= summary["actual_accuracy"] <= high)
+    assert summary["abs_error"] == pytest.approx(abs(summary["actual_accuracy"] - summary["predicted_accuracy"]))
+    assert summary["epsilon_rdp"] <= cfg.privacy.epsilon
+    trained = [c.train.learning_rate for c in fake_engine.calls]
+    assert set(trained) == {2.5}  # the sweep's best configuration is what the fit and the launch train
+    assert summary["baselines"] and all(r["target_epsilon"] == pytest.approx(summary["epsilon_rdp"])
+                                        for r in summary["baselines"])
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Cheaper private methods at the same ε" in report and "scaling_law.png" in report
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["actual_accuracy"] == summary["actual_accuracy"]
+    assert (tmp_path / "run" / "baselines" / "baseline.json").is_file()
+    assert math.isfinite(summary["wall_seconds"])
