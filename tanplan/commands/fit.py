@@ -29,6 +29,7 @@ def configure(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from tanplan.reports import fit as fit_report
     from tanplan.workflow import fit
     from tanplan.config import load_config
 
@@ -61,10 +62,10 @@ def run(args) -> int:
                   f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
         return 0
     result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=args.law or section.law, log=log)
-    fit.write_fit_report(result, out)
+    fit_report.write_fit_report(result, out)
     if args.json:
         print_json(result)
     else:
-        print(fit.fit_markdown(result))
+        print(fit_report.fit_markdown(result))
         print(f"figure: {out / 'scaling_law.png'}")
     return 0

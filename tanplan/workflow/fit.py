@@ -16,8 +16,9 @@ from typing import Callable
 
 from tanplan.config import Config
 from tanplan.errors import UsageError
-from tanplan.fileio import save_figure_atomic, write_json_atomic, write_text_atomic
-from tanplan.workflow.scaling import ScalingFit, fit_log_linear, verdict
+from tanplan.fileio import write_json_atomic
+from tanplan.reports.fit import figure_scaling
+from tanplan.workflow.scaling import fit_log_linear, verdict
 
 
 def load_best_overrides(path: str | Path | None) -> dict:
@@ -173,60 +174,4 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     return result
 
 
-def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Path:
-    """Points with their spread, the fitted line, the extrapolated target and its interval (paper Fig. 1)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fit = ScalingFit(**result["fit"])
-    points = result["points"]
-    sizes = sorted({p["batch_size"] for p in points})
-    means = [statistics.fmean(p["test_accuracy"] for p in points if p["batch_size"] == b) for b in sizes]
-    spread = [statistics.pstdev([p["test_accuracy"] for p in points if p["batch_size"] == b]) for b in sizes]
-    target = result["target_batch_size"]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(sizes, means, yerr=[2 * s for s in spread], fmt="x", color="C0", capsize=3,
-                label="proxy runs (mean ± 2 std)")
-    xs = np.geomspace(min(sizes), target, 50)
-    ax.plot(xs, fit.a + fit.b * np.log(xs), "--", color="C0", label=f"fit a + b·ln B (R²={fit.r2:.2f})")
-    if result.get("model") == "flat":
-        ax.plot(xs, np.full_like(xs, result["predicted_accuracy"]), ":", color="C2",
-                label="flat (b = 0: the slope's interval contains 0), used")
-    low, high = result["prediction_interval"]
-    ax.errorbar([target], [result["predicted_accuracy"]],
-                yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
-                fmt="o", color="C1", capsize=4, label=f"prediction at B={target} ({result['level']:.0%} PI)")
-    if actual is not None:
-        ax.plot([target], [actual], "*", ms=14, color="C3", label="actual full-scale run")
-    ax.set(xscale="log", xlabel="batch size B (constant η_step and S)", ylabel="test accuracy",
-           title="Batch scaling law")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure_atomic(fig, path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def fit_markdown(result: dict) -> str:
-    low, high = result["prediction_interval"]
-    warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
-    if result.get("model") == "flat":
-        ll = result["loglinear_prediction"]
-        s_low, s_high = result["slope_interval"]
-        warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
-                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). The "
-                   f"line alone would predict {ll['predicted_accuracy']:.4f} [{ll['prediction_interval'][0]:.4f}, "
-                   f"{ll['prediction_interval'][1]:.4f}].") + warning
-    return (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs (R² = {result['r2']:.3f}); "
-            f"predicted at B = {result['target_batch_size']}: {result['predicted_accuracy']:.4f} "
-            f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")
-
-
-def write_fit_report(result: dict, out: Path) -> None:
-    write_text_atomic(out / "fit.md", f"# Batch scaling law\n\n{fit_markdown(result)}\n\n![scaling law](scaling_law.png)\n")
-
-
-__all__ = ["fit_batch_law", "privacy_parameter_search", "dataset_size_study", "figure_scaling", "load_best_overrides"]
+__all__ = ["fit_batch_law", "privacy_parameter_search", "dataset_size_study", "load_best_overrides"]

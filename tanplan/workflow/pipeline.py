@@ -6,12 +6,13 @@ proxy_compute_fraction = (examples processed by every proxy run: sweep trials, r
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 from tanplan.config import Config
 from tanplan.fileio import write_json_atomic, write_text_atomic
+from tanplan.reports.fit import figure_scaling
+from tanplan.reports.run import run_report
 from tanplan.workflow.sweep.study import STUDY_FILE
 
 
@@ -53,7 +54,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     # A rerun into the same folder continues (or, when it finished, reuses) the full-scale run.
     launched = launch(best_cfg, out / "launch", progress=True, resume=(out / "launch" / "checkpoint").is_dir())
     actual = float(launched["summary"]["test_accuracy"])
-    fit_stage.figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
+    figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
 
     sweep_examples = _sweep_examples(out / "sweep", spec)
     proxy_runs = sweep_examples + [(r["batch_size"], r["steps"]) for r in fit_result["points"]]
@@ -80,7 +81,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                                                        baseline_public, out / "baselines")
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "report.md", _report(cfg, plan, sweep_summary, fit_result, summary, out) + baseline_md)
+    write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out) + baseline_md)
     return summary
 
 
@@ -111,40 +112,3 @@ def _sweep_examples(sweep_dir: Path, spec) -> list[tuple[int, int]]:
             df = pd.read_csv(path)
             runs += [(int(spec.proxy["batch_size"]), int(spec.proxy["steps"]))] * len(df)
     return runs
-
-
-def _report(cfg, plan, sweep_summary, fit_result, summary, out: Path) -> str:
-    from tanplan.privacy import tan
-    from tanplan.workflow.fit import fit_markdown
-
-    sweep_md = (out / "sweep" / "sweep.md").read_text() if (out / "sweep" / "sweep.md").is_file() else ""
-    # Embedded one level up: drop its own title, point its figures into sweep/.
-    sweep_md = re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_")
-    low, high = summary["prediction_interval"]
-    return f"""# tanplan run: {cfg.experiment.name}
-
-## Plan
-| N | B | S | σ | δ | η | ε_TAN (heuristic) | exact ε (RDP) | exact ε (PLD) | regime |
-|---|---|---|---|---|---|---|---|---|---|
-| {plan.dataset_size} | {plan.batch_size} | {plan.steps} | {plan.sigma:.4g} | {plan.delta:.3g} | {plan.eta:.4g} | {plan.eps_tan:.4g} | {summary['epsilon_rdp']:.4g} | {summary['epsilon_pld']:.4g} | {plan.regime.value} |
-
-{tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md).
-
-## Sweep on the proxy
-{sweep_md}
-
-## Scaling law and the full-scale run
-![scaling law](scaling_law.png)
-
-{fit_markdown(fit_result)}
-
-| predicted | interval | actual | abs. error | inside interval |
-|---|---|---|---|---|
-| {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |
-
-## Compute
-Proxy runs ({summary['proxy_runs']}: sweep trials, re-runs and fit runs) processed
-{summary['proxy_compute_fraction']:.4f} of the examples the same runs would have processed at B = {plan.batch_size}
-(1/{1 / summary['proxy_compute_fraction']:.0f}). Total wall time {summary['wall_seconds']:.0f} s, of which the full-scale
-run {summary['launch_wall_seconds']:.0f} s.
-"""

@@ -11,6 +11,8 @@ from tanplan.errors import BudgetExceeded
 from tanplan.workflow.launch import launch
 from fakes import SMALL, fake_train
 
+from tanplan.reports.fit import fit_markdown
+
 def test_fit_recovers_the_law_and_trains_each_proxy_at_sigma_scaled_with_b(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
     train_fn = fake_train()
@@ -79,6 +81,6 @@ def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
     steep = fake_train(law=lambda b: 0.1 + 0.35 * math.log(b / 16), noise=0.03)
     result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None)
     assert result["predicted_accuracy"] > 1 and not result["law_holds"]
-    assert "does not hold" in fit_stage.fit_markdown(result)
+    assert "does not hold" in fit_markdown(result)
     flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(), log=lambda *a: None)
     assert flat["law_holds"] and flat["verdict"] is None
