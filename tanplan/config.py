@@ -281,6 +281,11 @@ def _check_consistency(cfg: Config) -> None:
     if t.proxy_batch_size > t.batch_size:
         raise UsageError(f"train.proxy_batch_size = {t.proxy_batch_size} is not allowed: must be <= "
                          f"train.batch_size = {t.batch_size} (0 = no proxy)")
+    p = cfg.pruning
+    masked = (p.method != "none" and p.rate > 0) or (p.drop_method != "none" and p.drop_rate > 0)
+    if masked and t.grad_method == "ghost":
+        raise UsageError("train.grad_method = 'ghost' is not possible with pruning or gradient dropping "
+                         "(per-layer norms cannot see a coordinate mask); use auto or vmap")
     if t.nesterov and (t.momentum == 0 or t.dampening != 0):
         raise UsageError("train.nesterov = true is not allowed with momentum = 0 or dampening != 0 "
                          "(Nesterov needs momentum > 0 and no dampening)")

@@ -13,7 +13,9 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
     rng = np.random.default_rng(0)
 
     def train_fn(cfg, workdir, progress=False):
-        from tanplan.engine.loop import load_data, resolve_plan
+        from tanplan.engine.setup import load_data
+
+        from tanplan.privacy.mechanism import resolve_plan
 
         run = resolve_plan(cfg, load_data(cfg).num_train)
         calls.append(cfg)

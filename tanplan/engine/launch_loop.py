@@ -137,7 +137,8 @@ def run_launch(cfg: Config, out: str | Path, *, resume: bool = False, progress: 
     from tqdm import tqdm
 
     from tanplan.engine import loop as T
-    from tanplan.engine import routes
+    from tanplan.engine import routes, setup
+    from tanplan.privacy.mechanism import resolve_plan
     from tanplan.dp import optim, sampling, sharding
     from tanplan.dp import step as dp_step
 
@@ -151,11 +152,11 @@ def run_launch(cfg: Config, out: str | Path, *, resume: bool = False, progress: 
         checkpoints.close()
         raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
                          f"continue it, or choose a new --out")
-    dataset = T.load_data(cfg)
+    dataset = setup.load_data(cfg)
     n = dataset.num_train
-    run = T.resolve_plan(cfg, n)
-    model = T.build_model(cfg, dataset.num_classes)
-    augment = T.build_augmentation(cfg, dataset)
+    run = resolve_plan(cfg, n)
+    model = setup.build_model(cfg, dataset.num_classes)
+    augment = setup.build_augmentation(cfg, dataset)
     seed = cfg.experiment.seed
     init_key, train_key, _ = jax.random.split(jax.random.key(seed), 3)
     params = model.init(init_key, dataset.x_train[:1])["params"]

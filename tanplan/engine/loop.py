@@ -22,7 +22,6 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,75 +29,13 @@ import numpy as np
 
 from tanplan.config import Config, config_to_toml
 from tanplan.errors import TrainingDiverged, UsageError
-from tanplan.engine import routes
+from tanplan.engine import routes, setup
+from tanplan.privacy.mechanism import resolve_plan
 from tanplan.fileio import write_json_atomic, write_text_atomic
 
 
 # ----------------------------------------------------------------------------------------------------
 # Pieces a reader (or a test) can use on their own
-
-
-def load_data(cfg: Config):
-    """The Dataset of cfg.data (tanplan.data), cut to data.train_examples when that is set."""
-    from tanplan.data import load_dataset
-    from tanplan.data.dataset import with_train_examples
-
-    d = cfg.data
-    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples),
-                               d.train_examples)
-
-
-def build_model(cfg: Config, num_classes: int):
-    """The flax module of cfg.model (tanplan.models)."""
-    from tanplan.models import create_model
-
-    m = cfg.model
-    return create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order)
-
-
-def build_augmentation(cfg: Config, dataset):
-    """The per-example augmentation fn(key, x) of cfg.data, or None for the identity."""
-    if cfg.data.augmentation == "none":
-        return None
-    from tanplan.data import make_augmentation
-
-    return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What the run trains with: the (proxy) plan when private, only B and S when not."""
-
-    dataset_size: int
-    batch_size: int
-    steps: int
-    sigma: float  # 0 when non-private
-    delta: float | None
-    private: bool
-    plan: Any = None  # tanplan.privacy.plan.Plan actually trained (proxy if any)
-    target: Any = None  # the target Plan when a proxy is trained
-    snip_sigma: float = 0.0  # DP-SNIP release's noise multiplier at this run's scale (0 = no release)
-
-    @property
-    def q(self) -> float:
-        return self.batch_size / self.dataset_size
-
-
-def resolve_plan(cfg: Config, dataset_size: int) -> RunPlan:
-    """The plan from tanplan.privacy.plan (proxy when asked), or the bare (B, S) of a non-private run."""
-    t = cfg.train
-    if not cfg.privacy.private:
-        batch = t.proxy_batch_size or t.batch_size
-        if batch > dataset_size:
-            raise UsageError(f"train.batch_size = {batch} is not allowed: must be <= the dataset size {dataset_size}")
-        return RunPlan(dataset_size, batch, t.steps, 0.0, None, False)
-    from tanplan.engine import sparsity as sparse_train
-
-    sparse_train.check(cfg)
-    target, snip_sigma = sparse_train.resolve_target(cfg, dataset_size)  # plan_from_config without DP-SNIP
-    plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
-    return RunPlan(dataset_size, plan.batch_size, plan.steps, plan.sigma, plan.delta, True, plan,
-                   target if t.proxy_batch_size else None, snip_sigma * plan.batch_size / target.batch_size)
 
 
 def params_checksum(params) -> str:
@@ -202,18 +139,6 @@ def restore_checkpoint(directory: str | Path) -> dict:
         return manager.restore(step, args=ocp.args.StandardRestore())
 
 
-def _epsilon_spent(run: RunPlan, steps: int, accountant: str = "rdp") -> float | None:
-    if not run.private or steps == 0:
-        return None if not run.private else 0.0
-    if run.snip_sigma:  # DP-SNIP release composed with the steps (tanplan.privacy.snip_budget)
-        from tanplan.privacy import snip_budget as prune_accounting
-
-        return prune_accounting.composed_epsilon(run.q, run.sigma, steps, run.delta, run.snip_sigma, accountant)
-    from tanplan.privacy import accounting
-
-    return accounting.epsilon(run.q, run.sigma, steps, run.delta, accountant)
-
-
 # ----------------------------------------------------------------------------------------------------
 # The run
 
@@ -233,12 +158,12 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
 
     started = time.perf_counter()
     workdir = Path(workdir) if workdir is not None else None
-    dataset = load_data(cfg)
+    dataset = setup.load_data(cfg)
     x_train, y_train = dataset.x_train, dataset.y_train
     n = dataset.num_train
     run = resolve_plan(cfg, n)
-    model = build_model(cfg, dataset.num_classes)
-    augment = build_augmentation(cfg, dataset)
+    model = setup.build_model(cfg, dataset.num_classes)
+    augment = setup.build_augmentation(cfg, dataset)
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(workdir / "config.toml", config_to_toml(cfg))
@@ -324,7 +249,7 @@ def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bo
                 if is_eval:
                     eps_now, eps_clock = history[-1]["epsilon_spent"], time.perf_counter()
                 elif progress and time.perf_counter() - eps_clock > 2.0:  # ε of the steps so far, every 2 s
-                    eps_now, eps_clock = _epsilon_spent(run, t + 1, "rdp"), time.perf_counter()
+                    eps_now, eps_clock = run.epsilon("rdp", t + 1), time.perf_counter()
                 if last:
                     bar.set_postfix(_postfix(last, history, eps_now, run.private), refresh=False)
                 bar.update(1)
@@ -369,7 +294,7 @@ def _evaluate_point(cfg, run, step, state, last, eval_batch, dataset, mesh) -> d
     metrics = evaluate(eval_batch, _eval_params(state), dataset.x_test, dataset.y_test,
                        cfg.train.eval_batch_size, mesh)
     record = {"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy"), **metrics,
-              "epsilon_spent": _epsilon_spent(run, step, "rdp")}
+              "epsilon_spent": run.epsilon("rdp", step)}
     if state.ema_params is not None:
         raw = evaluate(eval_batch, state.params, dataset.x_test, dataset.y_test, cfg.train.eval_batch_size, mesh)
         record["test_accuracy_no_ema"] = raw["test_accuracy"]
@@ -392,9 +317,9 @@ def _summary(cfg, run, method, history, state, examples_timed, train_seconds, st
     summary = {
         "test_accuracy": final.get("test_accuracy"),
         "test_loss": final.get("test_loss"),
-        "epsilon_rdp": _epsilon_spent(run, steps, "rdp"),
+        "epsilon_rdp": run.epsilon("rdp", steps),
         # A proxy's own ε is no guarantee for the target, and PLD at its tiny σ takes minutes: RDP only.
-        "epsilon_pld": _epsilon_spent(run, steps, "pld") if run.target is None else None,
+        "epsilon_pld": run.epsilon("pld", steps) if run.target is None else None,
         "delta": run.delta,
         "steps": steps,
         "batch_size": run.batch_size,

@@ -1,7 +1,5 @@
 """Glue between a Config's pruning/dropping keys and a training run (tanplan.engine.loop calls these).
 
-- `resolve_target(cfg, N)`: the target Plan and σ_snip; with pruning.method = "dp_snip" the budget is
-  split by tanplan.privacy.snip_budget (σ_snip for share·ε, σ_train so that the composition meets ε);
 - `prune_mask(...)`: the pre-pruning mask of the run (random, SynFlow, or DP-SNIP on one Poisson batch
   at the run's q with noise σ_snip·C);
 - `make_step(...)`: the masked DP-SGD step of tanplan.dp.grad_drop.
@@ -10,43 +8,12 @@
 from __future__ import annotations
 
 from tanplan.config import Config
-from tanplan.errors import UsageError
 
 
 def enabled(cfg: Config) -> bool:
     """Whether the run prunes or drops anything (else the engine's plain step is used)."""
     p = cfg.pruning
     return (p.method != "none" and p.rate > 0) or (p.drop_method != "none" and p.drop_rate > 0)
-
-
-def uses_snip(cfg: Config) -> bool:
-    return cfg.pruning.method == "dp_snip" and cfg.pruning.rate > 0 and cfg.privacy.private
-
-
-def check(cfg: Config) -> None:
-    """UsageError for combinations the masked step cannot serve."""
-    if enabled(cfg) and cfg.train.grad_method == "ghost":
-        raise UsageError("train.grad_method = 'ghost' is not possible with pruning or gradient dropping "
-                         "(per-layer norms cannot see a coordinate mask); use auto or vmap")
-
-
-def resolve_target(cfg: Config, dataset_size: int):
-    """(target Plan, σ_snip at the target scale; 0.0 without DP-SNIP)."""
-    from tanplan.privacy.plan import Plan, default_delta, plan_from_config
-
-    if not uses_snip(cfg):
-        return plan_from_config(cfg, dataset_size), 0.0
-    from tanplan.privacy import snip_budget as prune_accounting
-
-    privacy, train = cfg.privacy, cfg.train
-    delta = privacy.delta or default_delta(dataset_size)
-    q = train.batch_size / dataset_size
-    given = float(privacy.sigma) if privacy.sigma > 0 else None
-    budget = prune_accounting.split_budget(q, int(train.steps), float(privacy.epsilon), delta,
-                                           cfg.pruning.snip_budget_share, privacy.accountant, sigma_train=given)
-    plan = Plan(dataset_size, int(train.batch_size), int(train.steps), budget.sigma_train, delta,
-                float(privacy.epsilon), privacy.accountant)
-    return plan, budget.sigma_snip
 
 
 def prune_mask(cfg: Config, run, logits_fn, params, x_train, y_train, key):

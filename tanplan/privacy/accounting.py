@@ -107,7 +107,18 @@ def _check(q: float, sigma: float | None, steps: int | None, delta: float | None
 def epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = "rdp") -> float:
     """Exact ε of S DP-SGD steps at sampling rate q and noise multiplier σ, for the given δ."""
     _check(q, sigma, steps, delta)
-    return float(make_accountant(accountant).compose(dp_sgd_event(q, sigma, steps)).get_epsilon(delta))
+    return epsilon_of_events([dp_sgd_event(q, sigma, steps)], delta, accountant)
+
+
+def epsilon_of_events(events, delta: float, accountant: str = "rdp") -> float:
+    """ε at δ of the composition of DpEvents under the accountant: THE function every ε in tanplan comes
+    from (a run's plan, its ledger, the launch's budget check, the pipeline's total). 0.0 for no event."""
+    if not events:
+        return 0.0
+    acc = make_accountant(accountant)
+    for event in events:
+        acc.compose(event)
+    return float(acc.get_epsilon(delta))
 
 
 def delta_for_epsilon(q: float, sigma: float, steps: int, eps: float, accountant: str = "rdp") -> float:

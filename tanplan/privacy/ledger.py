@@ -76,10 +76,8 @@ class Ledger:
             return None
         from tanplan.privacy import accounting
 
-        acc = accounting.make_accountant(accountant)
-        for r in taken:
-            acc.compose(accounting.dp_sgd_event(r.q, r.sigma, r.steps))
-        return float(acc.get_epsilon(self.delta))
+        return accounting.epsilon_of_events([accounting.dp_sgd_event(r.q, r.sigma, r.steps) for r in taken],
+                                            self.delta, accountant)
 
     def to_dict(self, *, with_pld: bool = False) -> dict:
         out = {"steps": self.steps, "delta": self.delta, "budget_epsilon": self.budget_epsilon,

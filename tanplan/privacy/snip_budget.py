@@ -27,30 +27,13 @@ PRUNE_METHODS = ("none", "random", "synflow", "dp_snip")
 GRAD_DROP_METHODS = ("none", "random", "magnitude")
 
 
-def snip_event(q: float, sigma_snip: float):
-    """The DpEvent of the DP-SNIP release: one Poisson-subsampled Gaussian with multiplier σ_snip."""
-    return accounting.dp_sgd_event(q, sigma_snip, 1)
-
-
-def composed_event(q: float, sigma: float, steps: int, sigma_snip: float):
-    """ComposedDpEvent([DP-SNIP release, S training steps]); the training event alone when σ_snip = 0."""
-    train = accounting.dp_sgd_event(q, sigma, steps)
-    if not sigma_snip:
-        return train
-    dp_event, _ = accounting._dp_accounting()
-    return dp_event.ComposedDpEvent([snip_event(q, sigma_snip), train])
-
-
 def composed_epsilon(q: float, sigma: float, steps: int, delta: float, sigma_snip: float,
                      accountant: str = "rdp") -> float:
     """ε of the composition (DP-SNIP release, then S DP-SGD steps) at δ under the accountant."""
-    if steps == 0:
-        event = snip_event(q, sigma_snip) if sigma_snip else None
-        if event is None:
-            return 0.0
-        return float(accounting.make_accountant(accountant).compose(event).get_epsilon(delta))
-    event = composed_event(q, sigma, steps, sigma_snip)
-    return float(accounting.make_accountant(accountant).compose(event).get_epsilon(delta))
+    events = [accounting.dp_sgd_event(q, sigma_snip, 1)] if sigma_snip else []
+    if steps > 0:
+        events.append(accounting.dp_sgd_event(q, sigma, steps))
+    return accounting.epsilon_of_events(events, delta, accountant)
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
     """
     from tanplan.privacy.plan import plan_from_config
-    from tanplan.engine.loop import load_data
+    from tanplan.engine.setup import load_data
 
     dataset = load_data(cfg)
     target = plan_from_config(cfg, int(dataset.x_train.shape[0]))
@@ -145,7 +145,7 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     """
     from tanplan.data.dataset import with_train_examples
     from tanplan.privacy.plan import plan_from_config, with_dataset_size
-    from tanplan.engine.loop import load_data
+    from tanplan.engine.setup import load_data
 
     full = load_data(cfg.with_overrides({"data.train_examples": 0}))
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train

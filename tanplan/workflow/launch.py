@@ -1,8 +1,8 @@
 """`tanplan launch`: the one full-scale DP-SGD run, exactly accounted and refused if over budget.
 
 The ε reported is computed from the parameters the run actually uses (N of the loaded training set,
-the target B, σ and S of the Plan), under the RDP accountant, with PLD alongside. A config whose
-[privacy] sigma is given explicitly and whose exact ε exceeds [privacy] epsilon is refused with
+the target B, σ and S, and DP-SNIP's release if any), under the plan's own accountant (privacy.accountant),
+with RDP and PLD both reported. A plan whose exact ε exceeds [privacy] epsilon is refused with
 BudgetExceeded (exit 3) before any step is taken.
 """
 
@@ -15,23 +15,23 @@ from typing import Callable
 from tanplan.config import Config
 from tanplan.errors import BudgetExceeded
 from tanplan.fileio import write_json_atomic
+from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 
-def full_scale_plan(cfg: Config, dataset_size: int):
-    from tanplan.privacy.plan import plan_from_config
+def check_budget(run: RunPlan, budget: float | None) -> dict:
+    """The launch's exact ε; BudgetExceeded if, under the plan's own accountant, it exceeds the budget.
 
-    return plan_from_config(cfg, dataset_size)
-
-
-def check_budget(plan, budget: float | None) -> dict:
-    """Exact ε of the plan; BudgetExceeded if it is above the budget (RDP, the accountant of record)."""
-    eps_rdp = plan.epsilon("rdp")
-    if budget and eps_rdp > budget:
-        raise BudgetExceeded(f"the launch would spend ε = {eps_rdp:.4g} (RDP, δ = {plan.delta:.3g}, σ = {plan.sigma:.4g}, "
-                             f"B = {plan.batch_size}, S = {plan.steps}) above the budget privacy.epsilon = {budget:g}; "
-                             f"no step was taken")
-    return {"epsilon_rdp": eps_rdp, "epsilon_pld": plan.epsilon("pld"), "delta": plan.delta, "sigma": plan.sigma,
-            "q": plan.q, "steps": plan.steps, "batch_size": plan.batch_size, "dataset_size": plan.dataset_size}
+    ε is that of every release of the run (DP-SNIP's too) composed, from RunPlan.epsilon: the same
+    function the ledger and the summaries use.
+    """
+    spent = run.epsilon(run.accountant)
+    if budget and spent > budget:
+        raise BudgetExceeded(f"the launch would spend ε = {spent:.4g} ({run.accountant.upper()}, δ = {run.delta:.3g}, "
+                             f"σ = {run.sigma:.4g}, B = {run.batch_size}, S = {run.steps}) above the budget "
+                             f"privacy.epsilon = {budget:g}; no step was taken")
+    return {"epsilon_rdp": run.epsilon("rdp"), "epsilon_pld": run.epsilon("pld"), "accountant": run.accountant,
+            "epsilon": spent, "delta": run.delta, "sigma": run.sigma, "snip_sigma": run.snip_sigma or None,
+            "q": run.q, "steps": run.steps, "batch_size": run.batch_size, "dataset_size": run.dataset_size}
 
 
 def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
@@ -44,7 +44,7 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     privacy ledger DIR/ledger.json; resume continues the last checkpoint exactly. train_fn (tests, or
     the single-process trainer tanplan.engine.loop.train_and_evaluate) replaces the backend.
     """
-    from tanplan.engine.loop import load_data
+    from tanplan.engine.setup import load_data
 
     started = time.perf_counter()
     cfg = cfg.with_overrides({"train.proxy_batch_size": 0})
@@ -52,7 +52,7 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     accounting = None
     if cfg.privacy.private:
         dataset = load_data(cfg)
-        accounting = check_budget(full_scale_plan(cfg, dataset.num_train), cfg.privacy.epsilon)
+        accounting = check_budget(resolve_plan(cfg, dataset.num_train), cfg.privacy.epsilon)
     if train_fn is not None:
         summary = train_fn(cfg, out, progress=progress)
     elif backend == "ray":

@@ -23,7 +23,9 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     from tanplan.workflow.sweep import search as sweep
     from tanplan.workflow.launch import launch
     from tanplan.reports.plan import write_plan_report
-    from tanplan.engine.loop import load_data, resolve_plan
+    from tanplan.engine.setup import load_data
+
+    from tanplan.privacy.mechanism import resolve_plan
 
     started = time.perf_counter()
     stages = 5 if baselines else 4

@@ -269,7 +269,7 @@ def test_a_path_for_a_dataset_that_reads_none_is_refused(tmp_path):
 
 def test_train_examples_keeps_the_first_n_and_the_whole_test_set():
     from tanplan.config import load_config
-    from tanplan.engine.loop import load_data
+    from tanplan.engine.setup import load_data
 
     full = load_data(load_config(None, ["data.num_samples=200"]))
     cut = load_data(load_config(None, ["data.num_samples=200", "data.train_examples=50"]))

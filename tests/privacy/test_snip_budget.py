@@ -34,8 +34,8 @@ def test_split_budget_meets_the_target_through_the_composition(accountant):
 
 
 def test_dp_snip_run_reports_the_composed_epsilon():
-    """What train reports (resolve_plan + _epsilon_spent, the functions behind summary.json)."""
-    from tanplan.engine.loop import _epsilon_spent, resolve_plan
+    """What train reports (resolve_plan + RunPlan.epsilon, the functions behind summary.json)."""
+    from tanplan.privacy.mechanism import resolve_plan
 
     n = 20000
     cfg = load_config(None, ["train.prune_method=dp_snip", "train.prune_rate=0.5", "train.snip_budget_share=0.1",
@@ -49,12 +49,12 @@ def test_dp_snip_run_reports_the_composed_epsilon():
     assert 3 * 0.99 <= target_eps <= 3
     # the proxy run's reported ε is the composition at the proxy's (q, σ, σ_snip)
     for steps in (1, 50):
-        assert _epsilon_spent(run, steps) == pytest.approx(
+        assert run.epsilon("rdp", steps) == pytest.approx(
             _independent_composed_epsilon(run.q, run.sigma, steps, 1 / n, run.snip_sigma), rel=1e-9)
 
 
 def test_data_free_pruning_adds_no_privacy_event():
-    from tanplan.engine.loop import resolve_plan
+    from tanplan.privacy.mechanism import resolve_plan
 
     cfg = load_config(None, ["train.prune_method=synflow", "train.prune_rate=0.5", "train.grad_drop_method=magnitude",
                              "train.grad_drop_rate=0.5", "train.batch_size=1000", "train.steps=50"])
@@ -70,12 +70,9 @@ def test_out_of_range_options_are_usage_errors(override):
 
 
 def test_ghost_route_is_refused_with_masks():
-    from tanplan.engine.loop import resolve_plan
-
-    cfg = load_config(None, ["train.grad_method=ghost", "train.grad_drop_method=random", "train.grad_drop_rate=0.3",
-                             "train.batch_size=1000"])
-    with pytest.raises(UsageError, match="ghost"):
-        resolve_plan(cfg, 20000)
+    with pytest.raises(UsageError, match="ghost"):  # at load time, before any data is read
+        load_config(None, ["train.grad_method=ghost", "train.grad_drop_method=random", "train.grad_drop_rate=0.3",
+                           "train.batch_size=1000"])
 
 
 @pytest.mark.slow

@@ -54,7 +54,8 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
     trial recalibrates σ: the driver's Plan is the one source of the numbers.
     """
     from tanplan.data import dataset_kind
-    from tanplan.engine.loop import load_data, resolve_plan
+    from tanplan.engine.setup import load_data
+    from tanplan.privacy.mechanism import resolve_plan
     from tanplan.workflow.sweep.space import default_space, parse_space
 
     section = cfg.sweep

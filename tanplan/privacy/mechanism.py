@@ -1,0 +1,113 @@
+"""What one run's guarantee rests on, and the one function that turns its releases into ε. No JAX.
+
+A private run releases, on its training set of N examples:
+1. with pruning.method = "dp_snip", ONE noisy sum of per-example saliencies clipped to C, over a Poisson
+   batch at rate q, noise σ_snip·C (tanplan.dp.pruning): a Poisson-subsampled Gaussian mechanism;
+2. S DP-SGD steps, each a Poisson-subsampled Gaussian mechanism: every example in the batch with
+   probability q = B/N, per-example gradients clipped to L2 norm C, N(0, σ²C²) added once to their sum.
+Neighbouring datasets differ by adding or removing one example (ADD_OR_REMOVE_ONE), for which each sum
+has sensitivity C. `RunPlan.events` describes these releases as dp-accounting DpEvents and
+`RunPlan.epsilon` composes them with tanplan.privacy.accounting.epsilon_of_events, the same function
+the ledger, the launch's budget check, the sweep and the pipeline's total use.
+
+    >>> run = RunPlan(dataset_size=1000, batch_size=100, steps=10, sigma=2.0, delta=1e-5, clip_norm=1.0)
+    >>> round(run.epsilon(), 3) == round(run.epsilon(steps=10), 3)
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tanplan.errors import UsageError
+from tanplan.privacy import accounting
+from tanplan.privacy.plan import Plan, default_delta, plan_from_config
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The (B, σ, S) a run trains with and what its guarantee rests on; σ = 0 when non-private."""
+
+    dataset_size: int
+    batch_size: int
+    steps: int
+    sigma: float
+    delta: float | None
+    private: bool = True
+    clip_norm: float = 1.0
+    accountant: str = "rdp"
+    snip_sigma: float = 0.0  # σ of the DP-SNIP release at this run's scale (0 = no release)
+    plan: Plan | None = None  # the Plan trained (a proxy's when one is trained)
+    target: Plan | None = None  # the target Plan when a proxy is trained
+
+    @property
+    def q(self) -> float:
+        return self.batch_size / self.dataset_size
+
+    @property
+    def noise_std(self) -> float:
+        """σ·C: the standard deviation of the noise added to each step's clipped sum."""
+        return self.sigma * self.clip_norm if self.private else 0.0
+
+    def events(self, steps: int | None = None) -> list[Any]:
+        """The DpEvents of the run's releases once `steps` steps (default: all) are taken."""
+        steps = self.steps if steps is None else steps
+        if not self.private:
+            return []
+        out = [snip_event(self.q, self.snip_sigma)] if self.snip_sigma else []
+        if steps > 0:
+            out.append(accounting.dp_sgd_event(self.q, self.sigma, steps))
+        return out
+
+    def epsilon(self, accountant: str | None = None, steps: int | None = None) -> float | None:
+        """ε at δ of the releases after `steps` steps (None when non-private; 0 before any release)."""
+        if not self.private:
+            return None
+        return accounting.epsilon_of_events(self.events(steps), self.delta, accountant or self.accountant)
+
+
+def snip_event(q: float, sigma_snip: float):
+    """The DpEvent of the DP-SNIP release: one Poisson-subsampled Gaussian with multiplier σ_snip."""
+    return accounting.dp_sgd_event(q, sigma_snip, 1)
+
+
+def uses_snip(cfg) -> bool:
+    """Whether the run releases a DP-SNIP saliency sum (private runs pruning with dp_snip)."""
+    return cfg.pruning.method == "dp_snip" and cfg.pruning.rate > 0 and cfg.privacy.private
+
+
+def target_plan(cfg, dataset_size: int) -> tuple[Plan, float]:
+    """(the target Plan, σ_snip at the target's scale; 0.0 without DP-SNIP).
+
+    With DP-SNIP the budget is split (tanplan.privacy.snip_budget): σ_snip spends
+    pruning.snip_budget_share·ε alone, σ_train is calibrated so that the composition meets ε.
+    """
+    if not uses_snip(cfg):
+        return plan_from_config(cfg, dataset_size), 0.0
+    from tanplan.privacy import snip_budget
+
+    privacy, train = cfg.privacy, cfg.train
+    delta = privacy.delta or default_delta(dataset_size)
+    given = float(privacy.sigma) if privacy.sigma > 0 else None
+    budget = snip_budget.split_budget(train.batch_size / dataset_size, int(train.steps), float(privacy.epsilon),
+                                      delta, cfg.pruning.snip_budget_share, privacy.accountant, sigma_train=given)
+    plan = Plan(dataset_size, int(train.batch_size), int(train.steps), budget.sigma_train, delta,
+                float(privacy.epsilon), privacy.accountant)
+    return plan, budget.sigma_snip
+
+
+def resolve_plan(cfg, dataset_size: int) -> RunPlan:
+    """The RunPlan of a config on N examples: the target, or its proxy (B', σ·B'/B, S) when
+    train.proxy_batch_size > 0 (σ_snip scales with B' too, keeping the release's η_step)."""
+    t = cfg.train
+    if not cfg.privacy.private:
+        batch = t.proxy_batch_size or t.batch_size
+        if batch > dataset_size:
+            raise UsageError(f"train.batch_size = {batch} is not allowed: must be <= the dataset size {dataset_size}")
+        return RunPlan(dataset_size, batch, t.steps, 0.0, None, private=False, clip_norm=cfg.privacy.clip_norm)
+    target, snip_sigma = target_plan(cfg, dataset_size)
+    plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
+    return RunPlan(dataset_size, plan.batch_size, plan.steps, plan.sigma, plan.delta, True, cfg.privacy.clip_norm,
+                   cfg.privacy.accountant, snip_sigma * plan.batch_size / target.batch_size, plan,
+                   target if t.proxy_batch_size else None)
