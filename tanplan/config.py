@@ -41,7 +41,8 @@ def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = setting("mnist1d", "experiment name, used in reports")
-    seed: int = setting(0, "seed of initialisation, sampling, augmentation and noise", lo=0)
+    seed: int = setting(0, "seed of what is public: initialisation, augmentation, evaluation (never the noise "
+                        "or the batches: see privacy.noise_seed)", lo=0)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ class PrivacyConfig:
     clip_norm: float = setting(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
     accountant: str = setting("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
     private: bool = setting(True, "false = non-private: no clipping, no noise")
+    noise_seed: int = setting(-1, "-1: the noise and the Poisson batches come from a per-run secret drawn from OS "
+                              "entropy (private). N >= 0: reproducible from this config, for tests only, NOT private "
+                              "(`launch` refuses it without --allow-public-noise)", lo=-1, hi=2**32 - 1)
 
 
 @dataclass(frozen=True)

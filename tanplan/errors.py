@@ -1,7 +1,8 @@
-"""Errors the CLI turns into exit codes (DESIGN.md, Conventions).
+"""Every error class of tanplan, and the exit code the CLI turns it into (always with one line on stderr).
 
-UsageError -> 2 (bad input, one line naming the value and what is allowed);
-BudgetExceeded -> 3 (a privacy budget would be exceeded); TrainingDiverged -> 1.
+UsageError -> 2 (bad input, naming the value and what is allowed); BudgetExceeded -> 3 (a privacy
+budget would be exceeded); RunInterrupted -> 128 + signal (SIGTERM/SIGINT: checkpoint saved);
+TrainingDiverged, CheckpointError, WorkerLost -> 1.
 """
 
 
@@ -25,6 +26,26 @@ class BudgetExceeded(TanplanError):
 
 class TrainingDiverged(TanplanError):
     """Training stopped on a non-finite loss; the last good checkpoint is kept."""
+
+    exit_code = 1
+
+
+class CheckpointError(TanplanError):
+    """A checkpoint could not be written or read; earlier checkpoints are untouched."""
+
+    exit_code = 1
+
+
+class RunInterrupted(TanplanError):
+    """SIGTERM/SIGINT: the step in flight finished and its checkpoint is saved; continue with --resume."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+class WorkerLost(TanplanError):
+    """A multi-process run lost its workers beyond the retries; its last checkpoint is kept."""
 
     exit_code = 1
 

@@ -1,7 +1,9 @@
-"""Atomic file writes: a killed process leaves either the old file or the new one, never half of one."""
+"""Atomic file writes (a killed process leaves either the old file or the new one, never half of one),
+and one exclusive lock per output folder."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -61,3 +63,25 @@ def _jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
         return dataclasses.asdict(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+LOCK_FILE = ".tanplan.lock"
+
+
+@contextlib.contextmanager
+def exclusive(directory: str | os.PathLike, what: str):
+    """Hold DIR/.tanplan.lock while the block runs: a second tanplan `what` into DIR fails at once with
+    UsageError. The lock dies with its process, so a SIGKILL never leaves it held."""
+    import fcntl
+
+    from tanplan.errors import UsageError
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_FILE, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UsageError(f"another tanplan {what} is running in {str(directory)!r}: wait for it, or choose "
+                             "another --out") from None
+        yield

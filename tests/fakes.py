@@ -12,7 +12,7 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
     calls = []
     rng = np.random.default_rng(0)
 
-    def train_fn(cfg, workdir, progress=False):
+    def train_fn(cfg, workdir, progress=False, resume=False, on_eval=None):
         from tanplan.engine.setup import load_data
 
         from tanplan.privacy.mechanism import resolve_plan

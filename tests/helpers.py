@@ -15,9 +15,14 @@ TINY = ["data.num_samples=2000", "train.batch_size=256", "train.steps=8", "model
         "train.physical_batch_size=256"]
 
 
+# Runs that must be compared bit for bit share their noise: privacy.noise_seed (tests only, NOT private).
+SEEDED = TINY + ["privacy.noise_seed=7"]
+
+
 def launch_cmd(out, *extra, sets=TINY):
+    public = ["--allow-public-noise"] if any(s.startswith("privacy.noise_seed") for s in sets) else []
     return [sys.executable, "-m", "tanplan", "launch", "--config", CONFIG, "--out", str(out), "--json",
-            *sum([["--set", s] for s in sets], []), *extra]
+            *sum([["--set", s] for s in sets], []), *public, *extra]
 
 
 def env(devices: int = 1, step_delay: float = 0.0) -> dict:

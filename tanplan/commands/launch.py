@@ -31,6 +31,8 @@ def configure(parser) -> None:
     parser.add_argument("--num-workers", type=positive_int, default=1, help="ray: number of worker processes")
     parser.add_argument("--gpus-per-worker", type=non_negative_int, default=0, help="ray: GPUs per worker (0 = CPU)")
     parser.add_argument("--address", help="ray: address of a running cluster (default: start a local one)")
+    parser.add_argument("--allow-public-noise", action="store_true",
+                        help="accept privacy.noise_seed (noise reproducible from the config: NOT private; tests only)")
     parser.add_argument("--json", action="store_true")
 
 
@@ -46,7 +48,8 @@ def run(args) -> int:
         raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
                          "use --backend ray")
     result = launch(cfg, args.out, progress=not args.json, backend=args.backend, resume=args.resume,
-                    num_workers=args.num_workers, gpus_per_worker=args.gpus_per_worker, address=args.address)
+                    num_workers=args.num_workers, gpus_per_worker=args.gpus_per_worker, address=args.address,
+                    allow_public_noise=args.allow_public_noise)
     if args.json:
         print_json(result)
     else:

@@ -10,6 +10,8 @@ def configure(parser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config key, e.g. --set train.steps=300 (repeatable)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write config, metrics, summary, checkpoint here")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in DIR exactly (same batches and noise); a finished run takes no step")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -23,7 +25,8 @@ def run(args) -> int:
     cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
     from tanplan.engine.loop import train_and_evaluate
 
-    summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, progress=not args.quiet)
+    summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, resume=args.resume,
+                                 progress=not args.quiet)
     if args.json:
         print_json(summary)
         return 0
@@ -43,7 +46,9 @@ def run(args) -> int:
                                                     f"{fmt(target.get('eps_rdp') or target.get('target_epsilon'))}"))
     if "test_accuracy_augtest" in summary:
         rows.insert(1, ("test accuracy (AugTest)", fmt(summary["test_accuracy_augtest"], "{:.4f}")))
+    if not summary["noise_secret"]:
+        rows.append(("noise", "reproducible from privacy.noise_seed: NOT private"))
     if args.out:
-        rows.append(("written to", args.out))
+        rows.append(("written to", f"{args.out} (checkpoint/ is private: it holds the run's secret)"))
     print_table(rows, title=f"tanplan train: {cfg.experiment.name}" + ("" if summary["private"] else " (non-private)"))
     return 0

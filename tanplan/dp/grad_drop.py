@@ -2,7 +2,7 @@
 
 At every step a fresh 0/1 mask m = prune_mask ⊙ drop_mask is formed:
 - drop "random": per prunable layer, a uniformly random fraction `rate` of the kept weights is dropped,
-  drawn from the step key (independent of the data: no privacy cost);
+  drawn from the step's public key (independent of the data: no privacy cost, nothing to hide);
 - drop "magnitude": per prunable layer, the `rate` fraction of kept weights with the smallest |θ| is
   dropped; θ is the output of earlier private steps, so this is post-processing (no privacy cost).
 Then, within the one step:
@@ -30,7 +30,7 @@ import optax
 from tanplan.dp import pruning
 from tanplan.dp import step as dp_step
 
-_DROP_STREAM = 0x6D61736B  # fold_in constant: the drop key never coincides with the noise/augment keys
+_DROP_STREAM = 0x6D61736B  # fold_in constant: the drop key never coincides with the augmentation keys
 
 
 def _mul(tree, mask):
@@ -73,17 +73,17 @@ def static_kept_counts(params, prune_mask):
 def make_masked_train_step(build_grad_sum: Callable, logits_fn, optimizer: optax.GradientTransformation, *,
                            noise_std: float, expected_batch_size: float, prune_mask, kept_counts,
                            drop_method: str = "none", drop_rate: float = 0.0, ema_decay: float = 0.0):
-    """step(state, batch, key) -> (state, metrics) like tanplan.dp.step.make_train_step, with masks.
+    """step(state, batch, noise_key, public_key) -> (state, metrics) like dp.step.make_train_step, with masks.
 
     build_grad_sum(logits_fn) -> grad_sum (the engine's clipped or plain per-chunk sum); it is called
     inside the step with the masked logits_fn, so the per-step mask is part of the traced program.
     """
 
-    def step(state: dp_step.TrainState, batch: dict, key: jax.Array):
-        mask = drop_mask(drop_method, drop_rate, jax.random.fold_in(key, _DROP_STREAM), state.params,
+    def step(state: dp_step.TrainState, batch: dict, noise_key: jax.Array, public_key: jax.Array):
+        mask = drop_mask(drop_method, drop_rate, jax.random.fold_in(public_key, _DROP_STREAM), state.params,
                          prune_mask, kept_counts)
         grad_sum = build_grad_sum(pruning.masked_logits_fn(logits_fn, mask))
-        grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, key)
+        grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, noise_key, public_key)
         grads = jax.tree.map(lambda g: g / expected_batch_size, _mul(grads, mask))
         return dp_step.apply_update(state, grads, optimizer, ema_decay, metrics, lambda u: _mul(u, mask))
 

@@ -123,20 +123,21 @@ def snip_grad_sum(logits_fn, params, clip_norm: float | None):
     return clipping.clipped_grad_sum(connect, clip_norm)
 
 
-def dp_snip_scores(logits_fn, params, batch: dict, key, clip_norm: float | None, noise_std: float):
+def dp_snip_scores(logits_fn, params, batch: dict, noise_key, clip_norm: float | None, noise_std: float):
     """Σ_i clip_C(θ ⊙ ∇loss_i) + N(0, noise_std²) over one padded Poisson batch {x, y, mask}.
 
     Guarantee: sensitivity C (ADD_OR_REMOVE_ONE); with noise_std = σ_snip·C one Poisson-subsampled
     Gaussian mechanism with multiplier σ_snip. clip_norm None and noise_std 0: plain (non-private) SNIP.
+    noise_key must be secret (tanplan.dp.secret), as must the batch's selection.
     """
     noisy_sum = dp_step.make_noisy_grad_sum(snip_grad_sum(logits_fn, params, clip_norm), noise_std)
-    scores, _ = noisy_sum(ones_mask(params), batch, key)
+    scores, _ = noisy_sum(ones_mask(params), batch, noise_key, noise_key)  # no augmentation: the 2nd key is unused
     return scores
 
 
-def dp_snip_mask(logits_fn, params, batch: dict, key, rate: float, clip_norm: float | None, noise_std: float):
+def dp_snip_mask(logits_fn, params, batch: dict, noise_key, rate: float, clip_norm: float | None, noise_std: float):
     """Per-layer top-(1 − rate) of |noisy saliency sum| (post-processing of the DP-SNIP release)."""
-    scores = dp_snip_scores(logits_fn, params, batch, key, clip_norm, noise_std)
+    scores = dp_snip_scores(logits_fn, params, batch, noise_key, clip_norm, noise_std)
     return layer_top_k(jax.tree.map(jnp.abs, scores), params, rate)
 
 

@@ -21,14 +21,23 @@ import numpy as np
 TAIL = 1e-9  # chance per step that a Poisson batch overflows the default layout
 
 
-def poisson_batches(num_examples: int, q: float, steps: int, seed) -> Iterator[np.ndarray]:
-    """Index arrays of `steps` Poisson batches: each index in each batch with probability q."""
+def poisson_batches(num_examples: int, q: float, steps: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Index arrays of `steps` Poisson batches: each index in each batch with probability q, drawn from rng.
+
+    rng must be secret for a private run (tanplan.dp.secret.RunSecret.batch_rng): the batch selection
+    is part of the mechanism, and whoever can replay it learns which examples each step used.
+    """
     from jax_privacy import batch_selection
 
     strategy = batch_selection.CyclicPoissonSampling(
         sampling_prob=q, iterations=steps, partition_type=batch_selection.PartitionType.INDEPENDENT
     )
-    return strategy.batch_iterator(num_examples, rng=np.random.default_rng(seed))
+    return strategy.batch_iterator(num_examples, rng=rng)
+
+
+def poisson_batch(num_examples: int, q: float, rng: np.random.Generator) -> np.ndarray:
+    """One Poisson batch (each index in with probability q) from rng: the batch of one step."""
+    return next(iter(poisson_batches(num_examples, q, 1, rng)))
 
 
 def batch_size_bound(num_examples: int, q: float, tail: float = TAIL) -> int:

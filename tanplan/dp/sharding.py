@@ -35,3 +35,36 @@ def shard_batch(batch: dict, mesh: Mesh) -> dict:
 
 def replicate(tree, mesh: Mesh):
     return jax.device_put(tree, replicated(mesh))
+
+
+def global_batch(x: np.ndarray, y: np.ndarray, index: np.ndarray, mask: np.ndarray, mesh: Mesh) -> dict:
+    """The padded batch {x, y, mask} as global arrays sharded by rows over every device of every process.
+
+    Each process gathers only the rows that live on its own devices (jax.make_array_from_callback);
+    padding rows hold zeros, never a real example. With one process this equals shard_batch.
+    """
+    sh = batch_sharding(mesh)
+
+    def rows(source):
+        def fetch(idx):
+            i, m = index[idx[:2]], mask[idx[:2]]
+            out = source[np.where(m, i, 0).reshape(-1)].reshape(i.shape + source.shape[1:])
+            out[~m] = 0
+            return out
+        return fetch
+
+    shape = index.shape
+    return {"x": jax.make_array_from_callback(shape + x.shape[1:], sh, rows(x)),
+            "y": jax.make_array_from_callback(shape + y.shape[1:], sh, rows(y)),
+            "mask": jax.make_array_from_callback(shape, sh, lambda idx: mask[idx[:2]])}
+
+
+def replicate_global(tree, mesh: Mesh):
+    """Every leaf (host values, equal in every process) replicated on every device of the mesh."""
+    rep = replicated(mesh)
+
+    def put(leaf):
+        a = np.asarray(leaf)
+        return jax.make_array_from_callback(a.shape, rep, lambda idx: a[idx])
+
+    return jax.tree.map(put, tree)

@@ -1,4 +1,4 @@
-"""The DP-SGD step: one pure function of (state, batch, key), jitted once for every step.
+"""The DP-SGD step: one pure function of (state, batch, noise_key, public_key), jitted once for every step.
 
     ḡ = (1/B)·(Σ_i clip_C(g_i) + N(0, σ²C²)),   B the EXPECTED batch size (q·N), not the sampled one.
 
@@ -8,6 +8,10 @@ hold only padding are skipped. The noise is drawn ONCE per logical step, from th
 global sum: after all chunks and, under data parallelism, after the cross-device sum (the step is the
 same function; sharding is a property of its inputs). Dividing by the fixed B keeps the noisy mean a
 post-processing of the noisy sum, as the accountant assumes (dividing by the sampled size would not be).
+
+Two keys, because they have different owners: `noise_key` must come from the run's secret
+(tanplan.dp.secret: whoever knows it can subtract the noise), `public_key` (augmentation views, random
+gradient dropping) may come from the public experiment seed, since it reveals nothing about the data.
 """
 
 from __future__ import annotations
@@ -65,15 +69,15 @@ def accumulate(grad_sum: Callable, params, batch: dict, keys: jax.Array):
 
 
 def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
-    """(params, batch, key) -> (Σ clipped gradients + N(0, noise_std²), stats): the privatised sum.
+    """(params, batch, noise_key, public_key) -> (Σ clipped gradients + N(0, noise_std²), stats).
 
     With grad_sum clipping to C and noise_std = σ·C, this is the Gaussian mechanism with multiplier σ on
-    a sum of sensitivity C; noise_std = 0 gives the bare sum (non-private mode).
+    a sum of sensitivity C: the privatised sum. noise_std = 0 gives the bare sum (non-private mode).
+    The noise is drawn from noise_key alone; public_key only draws the per-row augmentation keys.
     """
 
-    def noisy_sum(params, batch, key):
-        noise_key, aug_key = jax.random.split(key)
-        keys = augmult.row_keys(aug_key, batch["mask"].shape)
+    def noisy_sum(params, batch, noise_key, public_key):
+        keys = augmult.row_keys(public_key, batch["mask"].shape)
         grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, keys)
         if noise_std > 0:
             grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
@@ -85,11 +89,11 @@ def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
 
 def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation, *, noise_std: float,
                     expected_batch_size: float, ema_decay: float = 0.0):
-    """step(state, batch, key) -> (state, metrics): noisy sum / B, optimizer update, EMA."""
+    """step(state, batch, noise_key, public_key) -> (state, metrics): noisy sum / B, update, EMA."""
     noisy_sum = make_noisy_grad_sum(grad_sum, noise_std)
 
-    def step(state: TrainState, batch: dict, key: jax.Array):
-        grads, metrics = noisy_sum(state.params, batch, key)
+    def step(state: TrainState, batch: dict, noise_key: jax.Array, public_key: jax.Array):
+        grads, metrics = noisy_sum(state.params, batch, noise_key, public_key)
         grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
         return apply_update(state, grads, optimizer, ema_decay, metrics)
 

@@ -1,37 +1,39 @@
-"""Launch checkpoints with orbax: the train state as flat numpy leaves plus a JSON record.
+"""Run checkpoints with orbax: the train state as flat numpy leaves, plus a JSON record. One format for
+every run (train, each proxy, the launch).
 
-    ckpt = LaunchCheckpoints(out / "checkpoint")
-    ckpt.save(step, state_tree, meta)                 # meta: step, PRNG, sampler, layout, ledger, plan
-    restored = ckpt.restore_latest(template_tree)     # (state_tree, meta) or None
+    ckpt = Checkpoints(out / "checkpoint")
+    ckpt.save(step, state_tree, meta)              # meta: step, fingerprint, ledger, layout, sampler
+    state, meta, skipped = ckpt.restore_intact(template_tree)
 
 The state (params, optimizer state, EMA, step) is saved leaf by leaf in tree-flatten order and rebuilt
-from the treedef of a freshly created state, so any optax state survives the trip unchanged.
-Atomicity: orbax writes each step into a temporary directory and renames it when complete; the last
-two complete checkpoints are kept, and temporary directories left by a killed process are removed when
-the manager is next opened. A kill at any moment therefore leaves the previous checkpoint usable.
-A failed write (full disk, unwritable folder) raises CheckpointError and leaves earlier ones intact.
+from the treedef of a freshly created state, so any optax state survives the trip unchanged; meta holds
+a checksum of those leaves. The folder is private (owner-only): it also holds the run's secret
+(tanplan.dp.secret), which is never written anywhere else.
+
+Atomicity and damage: orbax writes each step into a temporary directory and renames it when complete;
+the last two complete checkpoints are kept; temporary directories left by a killed process are removed
+whenever the folder is opened or closed. `restore_intact` takes the newest checkpoint that reads back
+whole and matches its checksum, removes the unreadable newer ones (the run redoes those steps with the
+same secret, so it releases nothing new) and says which it skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tanplan.errors import TanplanError
+from tanplan.errors import CheckpointError
+
+MAX_TO_KEEP = 2
 
 
-class CheckpointError(TanplanError):
-    """A checkpoint could not be written or read; earlier checkpoints are untouched."""
-
-    exit_code = 1
-
-
-def _leaf_dict(tree) -> dict[str, np.ndarray]:
-    import jax
-
-    return {f"leaf_{i:05d}": host_array(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}
+class _Damaged(Exception):
+    """A checkpoint that cannot be read back whole (internal: restore_intact skips it)."""
 
 
 def host_array(x) -> np.ndarray:
@@ -41,13 +43,26 @@ def host_array(x) -> np.ndarray:
     return np.asarray(x)
 
 
-class LaunchCheckpoints:
-    def __init__(self, directory: Path, max_to_keep: int = 2):
+def leaves_checksum(leaves) -> str:
+    """sha256 over the dtype, shape and bytes of each leaf, in order: equal checksums, equal arrays."""
+    digest = hashlib.sha256()
+    for leaf in leaves:
+        arr = np.ascontiguousarray(host_array(leaf))
+        digest.update(f"{arr.dtype}{arr.shape}".encode())
+        digest.update(arr.tobytes())
+    return digest.hexdigest()[:32]
+
+
+class Checkpoints:
+    def __init__(self, directory: Path, max_to_keep: int = MAX_TO_KEEP):
         import orbax.checkpoint as ocp
 
         self._ocp = ocp
         self.directory = Path(directory).absolute()
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.directory, 0o700)  # private: the run's secret lives here too
+            self.remove_temporaries()
             self.manager = ocp.CheckpointManager(
                 self.directory,
                 options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
@@ -57,41 +72,81 @@ class LaunchCheckpoints:
         except OSError as err:
             raise CheckpointError(f"cannot use the checkpoint folder {str(self.directory)!r}: {err}") from None
 
+    def steps(self) -> list[int]:
+        return sorted(self.manager.all_steps())
+
     def latest_step(self) -> int | None:
-        return self.manager.latest_step()
+        steps = self.steps()
+        return steps[-1] if steps else None
 
     def save(self, step: int, tree, meta: dict) -> None:
         ocp = self._ocp
+        leaves = _leaves(tree)
+        meta = {**meta, "state_checksum": leaves_checksum(leaves.values())}
         try:
-            self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(_leaf_dict(tree)),
+            self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(leaves),
                                                             meta=ocp.args.JsonSave(meta)), force=True)
             self.manager.wait_until_finished()
         except OSError as err:
             raise CheckpointError(f"could not write the checkpoint of step {step} under {str(self.directory)!r} "
                                   f"({err.strerror or err}); the previous checkpoint is kept") from None
 
-    def restore_latest(self, template) -> tuple[Any, dict] | None:
-        """(tree shaped like template with the saved leaves, meta) of the latest checkpoint, or None."""
+    def restore(self, step: int, template) -> tuple[Any, dict]:
+        """(tree shaped like template with the saved leaves, meta) of one checkpoint; CheckpointError if it
+        belongs to another model, _Damaged if it cannot be read whole or does not match its checksum."""
         import jax
 
-        step = self.manager.latest_step()
-        if step is None:
-            return None
         ocp = self._ocp
         leaves, treedef = jax.tree.flatten(template)
         target = {f"leaf_{i:05d}": np.zeros(np.shape(x), np.asarray(x).dtype) for i, x in enumerate(leaves)}
-        got = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
-                                                                 meta=ocp.args.JsonRestore()))
-        state = got["state"]
+        try:
+            got = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
+                                                                     meta=ocp.args.JsonRestore()))
+            state, meta = got["state"], dict(got["meta"])
+        except Exception as err:  # orbax, tensorstore and json raise many kinds for damaged files
+            raise _Damaged(f"checkpoint of step {step} is unreadable ({type(err).__name__})") from None
         if sorted(state) != sorted(target):
             raise CheckpointError(f"checkpoint of step {step} in {str(self.directory)!r} does not match this "
                                   f"model ({len(state)} saved arrays, {len(target)} expected)")
         restored = [np.asarray(state[k]) for k in sorted(target)]
-        for k, a, t in zip(sorted(target), restored, (target[k] for k in sorted(target))):
-            if a.shape != t.shape:
+        for k, a in zip(sorted(target), restored):
+            if a.shape != target[k].shape:
                 raise CheckpointError(f"checkpoint of step {step}: array {k} has shape {a.shape}, "
-                                      f"this model expects {t.shape}")
-        return jax.tree.unflatten(treedef, restored), dict(got["meta"])
+                                      f"this model expects {target[k].shape}")
+        if meta.get("state_checksum") != leaves_checksum(restored):
+            raise _Damaged(f"checkpoint of step {step} does not match its checksum (damaged files)")
+        return jax.tree.unflatten(treedef, restored), meta
+
+    def restore_intact(self, template) -> tuple[Any, dict, list[str]] | None:
+        """(state, meta, skipped) of the newest checkpoint that reads back whole, or None when there is
+        none; unreadable newer ones are removed and described in `skipped`. A checkpoint that reads back
+        but belongs to another model is not damage: its CheckpointError propagates."""
+        skipped = []
+        for step in reversed(self.steps()):
+            try:
+                state, meta = self.restore(step, template)
+            except _Damaged as err:
+                skipped.append(str(err))
+                shutil.rmtree(self.directory / str(step), ignore_errors=True)
+                self.manager.reload()
+                continue
+            return state, meta, skipped
+        if skipped:
+            raise CheckpointError(f"no intact checkpoint in {str(self.directory)!r}: {'; '.join(skipped)}")
+        return None
+
+    def remove_temporaries(self) -> None:
+        """Delete orbax's temporary step folders (a process killed while saving leaves them)."""
+        if self.directory.is_dir():
+            for path in self.directory.glob("*.orbax-checkpoint-tmp*"):
+                shutil.rmtree(path, ignore_errors=True)
 
     def close(self) -> None:
         self.manager.close()
+        self.remove_temporaries()
+
+
+def _leaves(tree) -> dict[str, np.ndarray]:
+    import jax
+
+    return {f"leaf_{i:05d}": host_array(leaf) for i, leaf in enumerate(jax.tree.leaves(tree))}

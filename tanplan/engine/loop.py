@@ -1,342 +1,272 @@
-"""One DP-SGD training run from a Config: plan, data, model, the jitted step, evaluation, files.
+"""THE training loop: every DP-SGD run of tanplan goes through `train_and_evaluate` — `tanplan train`, every
+proxy of `sweep` and `fit`, and `launch` (locally, and in each Ray worker). A proxy is the same program
+as its target, only smaller.
 
-    summary = train_and_evaluate(cfg, Path("runs/x"))
+    summary = train_and_evaluate(cfg, Path("runs/x"))                 # a new run
+    summary = train_and_evaluate(cfg, Path("runs/x"), resume=True)    # continue it exactly
 
-The privacy plan comes from tanplan.privacy.plan (σ given, or calibrated from the target ε; the proxy
-B' with σ·B'/B when train.proxy_batch_size > 0). Batches are Poisson samples at q = B/N, padded to a
-fixed layout (tanplan.dp.sampling); the step (tanplan.dp.step) clips each example's gradient to C,
-adds N(0, σ²C²) once to the global sum and divides by B; all local devices share the batch
-(tanplan.dp.sharding). The ε reported is that of the steps actually taken, from the exact accountant.
-Training loss and accuracy shown while training are NOT private (diagnostics for the data owner);
-test metrics are computed on the held-out test set.
+Step t (0-based): its Poisson batch is drawn from the run's secret (`secret.batch_rng(BATCH, t)`:
+jax-privacy's CyclicPoissonSampling, one iteration, INDEPENDENT partition, so each example is in with
+probability q = B/N), padded to a fixed layout; the jitted step (tanplan.engine.setup) clips each
+example's gradient to C, adds N(0, σ²C²) ONCE to the global sum (across accumulation chunks and across
+every device of every process: the state and the noise key are replicated) and divides by B. Its noise
+key is fold_in(secret key, t); augmentation views use fold_in(public key, t). Nothing depends on how many
+steps this process took before, so a resumed run continues with the identical batches and noise and
+ends with the parameters of an uninterrupted run, bit for bit on the same devices.
 
-Files in workdir: config.toml, metrics.jsonl (one line per evaluation), summary.json, checkpoint/
-(orbax, the state at the last evaluation; on a non-finite loss the last good one is kept).
+Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
+counts them, and the ε reported is the ledger's. SIGTERM and SIGINT finish the step in flight, save a
+checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues. A non-finite loss
+stops with TrainingDiverged; the last good checkpoint is kept. Files: tanplan.engine.run_folder.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import shutil
+import os
+import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-import numpy as np
+from tanplan.config import Config
+from tanplan.engine import evaluation, setup
+from tanplan.engine.checkpoint import host_array
+from tanplan.engine.run_folder import RunFolder, fingerprint
+from tanplan.engine.summary import RunSummary
+from tanplan.errors import RunInterrupted, TrainingDiverged
+from tanplan.privacy.ledger import Ledger
 
-from tanplan.config import Config, config_to_toml
-from tanplan.errors import TrainingDiverged, UsageError
-from tanplan.engine import routes, setup
-from tanplan.privacy.mechanism import resolve_plan
-from tanplan.fileio import write_json_atomic, write_text_atomic
-
-
-# ----------------------------------------------------------------------------------------------------
-# Pieces a reader (or a test) can use on their own
-
-
-def params_checksum(params) -> str:
-    """sha256 over every parameter's path, dtype, shape and bytes: equal checksums, equal weights."""
-    import jax
-
-    digest = hashlib.sha256()
-    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        arr = np.asarray(leaf)
-        digest.update(jax.tree_util.keystr(path).encode())
-        digest.update(f"{arr.dtype}{arr.shape}".encode())
-        digest.update(np.ascontiguousarray(arr).tobytes())
-    return digest.hexdigest()[:16]
+# Testing aid: seconds to sleep after each step, so that a test can stop a tiny run mid-way.
+STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
 
 
-def make_eval_fn(logits_fn):
-    """(params, x, y, mask) -> (loss sum, correct count) over the real rows of one test batch."""
-    import jax
-    import jax.numpy as jnp
+def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
+                       progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
+                       backend: str = "local") -> dict:
+    """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its summary (RunSummary).
 
-    from tanplan.dp.augmult import cross_entropy
-
-    @jax.jit
-    def eval_batch(params, x, y, mask):
-        logits = logits_fn(params, x)
-        m = mask.astype(jnp.float32)
-        return jnp.sum(cross_entropy(logits, y) * m), jnp.sum((jnp.argmax(logits, -1) == y) * m)
-
-    return eval_batch
-
-
-def evaluate(eval_batch, params, x, y, batch_size: int, mesh) -> dict[str, float]:
-    """Test loss and accuracy over the whole test set, in padded batches sharded over the mesh."""
-    from tanplan.dp import sampling, sharding
-
-    ndev = mesh.devices.size
-    batch_size = -(-batch_size // ndev) * ndev
-    loss, correct = 0.0, 0.0
-    for start in range(0, len(x), batch_size):
-        idx = np.arange(start, min(start + batch_size, len(x)))
-        index, mask = sampling.pad_indices(idx, sampling.BatchLayout(1, batch_size))
-        b = sharding.shard_batch(sampling.gather_batch(x, y, index, mask), mesh)
-        ls, c = eval_batch(params, b["x"][0], b["y"][0], b["mask"][0])
-        loss, correct = loss + float(ls), correct + float(c)
-    return {"test_loss": loss / len(x), "test_accuracy": correct / len(x)}
-
-
-def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | None:
-    """Test accuracy by majority vote over K augmentations (AugTest), when the config asks for it."""
-    if not cfg.data.aug_test or augment is None:
-        return None
-    import functools
-
-    import jax
-
-    from tanplan.data import augtest_predict
-
-    predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=cfg.data.aug_mult, augment=augment))
-    size = cfg.train.eval_batch_size
-    correct = 0
-    for i, start in enumerate(range(0, dataset.num_test, size)):
-        x = dataset.x_test[start:start + size]
-        preds = np.asarray(predict(params, x, jax.random.fold_in(key, i)))
-        correct += int(np.sum(preds == dataset.y_test[start:start + size]))
-    return correct / dataset.num_test
-
-
-class _Checkpoints:
-    """Orbax checkpoint of the train state under workdir/checkpoint, the latest one kept."""
-
-    def __init__(self, directory: Path):
-        import orbax.checkpoint as ocp
-
-        self._ocp = ocp
-        self.manager = ocp.CheckpointManager(
-            directory.absolute(), options=ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
-                                                                        enable_async_checkpointing=False))
-
-    def save(self, step: int, state) -> None:
-        import jax
-
-        tree = {"step": state.step, "params": state.params, "opt_state": state.opt_state}
-        if state.ema_params is not None:
-            tree["ema_params"] = state.ema_params
-        tree = jax.tree.map(np.asarray, tree)
-        self.manager.save(step, args=self._ocp.args.StandardSave(tree), force=True)
-        self.manager.wait_until_finished()
-
-    def close(self) -> None:
-        self.manager.close()
-
-
-def restore_checkpoint(directory: str | Path) -> dict:
-    """The latest checkpoint under workdir/checkpoint as a dict of numpy trees (step, params, ...)."""
-    import orbax.checkpoint as ocp
-
-    with ocp.CheckpointManager(Path(directory).absolute()) as manager:
-        step = manager.latest_step()
-        if step is None:
-            raise UsageError(f"no checkpoint in {str(directory)!r}")
-        return manager.restore(step, args=ocp.args.StandardRestore())
-
-
-# ----------------------------------------------------------------------------------------------------
-# The run
-
-
-def train_and_evaluate(cfg: Config, workdir: Path | None = None, *, progress: bool = True,
-                       on_eval: Callable[[int, dict], None] | None = None) -> dict:
-    """Train cfg, evaluate every train.eval_every steps and at the end; return the summary dict.
-
-    Raises UsageError on bad input (before any compute) and TrainingDiverged on a non-finite loss
-    (after writing the summary; the last good checkpoint is kept).
+    Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
+    checkpoints every train.checkpoint_every steps (0: only at the end) and on SIGTERM/SIGINT. resume:
+    continue the newest intact checkpoint in workdir (a finished run takes no step and reports again).
+    Raises UsageError on bad input (before any step), TrainingDiverged, RunInterrupted.
     """
     import jax
     from tqdm import tqdm
 
-    from tanplan.dp import optim, sampling, sharding
+    from tanplan.dp import sampling, sharding
     from tanplan.dp import step as dp_step
+    from tanplan.dp.secret import BATCH
 
     started = time.perf_counter()
-    workdir = Path(workdir) if workdir is not None else None
-    dataset = setup.load_data(cfg)
-    x_train, y_train = dataset.x_train, dataset.y_train
-    n = dataset.num_train
-    run = resolve_plan(cfg, n)
-    model = setup.build_model(cfg, dataset.num_classes)
-    augment = setup.build_augmentation(cfg, dataset)
-    if workdir is not None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(workdir / "config.toml", config_to_toml(cfg))
-        (workdir / "metrics.jsonl").unlink(missing_ok=True)
-        shutil.rmtree(workdir / "checkpoint", ignore_errors=True)  # a run into the same folder replaces it
+    primary, single = jax.process_index() == 0, jax.process_count() == 1
+    say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
+    with RunFolder(workdir, resume=resume, primary=primary, lock=single) as folder:
+        secret = folder.secret(cfg.privacy.noise_seed, create=single)  # the workers of a Ray launch get the driver's
+        if secret.reproducible and cfg.privacy.private:
+            say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
+                "reproducible from the config; this run is NOT private (for tests only)")
+        run = setup.build(cfg, secret)
+        plan, t_cfg = run.plan, cfg.train
+        n = run.dataset.num_train
+        ndev = run.mesh.devices.size
 
-    seed = cfg.experiment.seed
-    init_key, train_key, test_key = jax.random.split(jax.random.key(seed), 3)
-    params = model.init(init_key, x_train[:1])["params"]
-    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
-    grad_sum, method = routes.make_grad_sum(cfg, logits_fn, augment, params, x_train[:2])
-    optimizer = optim.make_optimizer(cfg.train)
-    noise_std = run.sigma * cfg.privacy.clip_norm if run.private else 0.0
-    train_step = jax.jit(dp_step.make_train_step(grad_sum, optimizer, noise_std=noise_std,
-                                                 expected_batch_size=float(run.batch_size),
-                                                 ema_decay=cfg.train.ema_decay), donate_argnums=0)
-    sparse = {}
-    from tanplan.engine import sparsity as sparse_train
+        # Resume, in this order: (1) restore the newest intact checkpoint, removing damaged newer ones;
+        # (2) refuse if the config differs from the one it was saved with; (3) only then rewrite config.toml
+        # and drop later metrics; (4) go on at its step with the same secret: the same batches and noise.
+        state = dp_step.create_train_state(run.params, run.optimizer, t_cfg.ema_decay)
+        ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta)
+        layout = sampling.batch_layout(n, plan.q, t_cfg.physical_batch_size, ndev)
+        start = 0
+        restored = folder.restore(state, fingerprint(cfg, plan), log=say)
+        if restored is not None:
+            state, meta = restored
+            start, ledger = int(meta["step"]), Ledger.from_dict(meta["ledger"])
+            saved = sampling.BatchLayout(**meta["layout"])
+            layout = saved if saved.chunk_size % ndev == 0 else layout.grown_to(saved.capacity)
+            say(f"tanplan: resuming from the checkpoint of step {start}")
+        elif plan.snip_sigma:
+            ledger.record_snip(plan.q, plan.snip_sigma, plan.delta)  # released by setup.build, before step 1
+        folder.begin(cfg, start)
+        release = ledger.open_release(start, plan.q, plan.sigma, plan.delta, backend=backend, devices=ndev)
+        if run.route in ("vmap", "plain") and layout.chunks > 1 and jax.default_backend() == "cpu":
+            say(f"tanplan: note: the {run.route} gradient route accumulates {layout.chunks} chunks; on CPU, XLA runs "
+                "convolution weight-gradients inside loops very slowly: raise train.physical_batch_size to "
+                f"{layout.capacity} for one chunk per step")
 
-    if sparse_train.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
-        params, train_step, method, sparse = sparse_train.setup(cfg, run, logits_fn, augment, params, x_train,
-                                                                y_train, optimizer, jax.random.fold_in(init_key, 1))
-    eval_batch = make_eval_fn(logits_fn)
+        state = sharding.replicate_global(state, run.mesh)
+        roots = sharding.replicate_global(run.roots, run.mesh)
+        history: list[dict] = []
+        last: dict = {}
+        pending = None  # metrics of the step in flight, read one step late so the host keeps the device busy
+        clock, examples, eval_seconds, diverged_at, interrupted = None, 0, 0.0, None, None
+        delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+        bar = tqdm(total=plan.steps, initial=start, file=sys.stderr, disable=not (progress and primary), unit="step",
+                   dynamic_ncols=True, desc=f"{cfg.experiment.name} B={plan.batch_size} σ={plan.sigma:.3g}"
+                                             + (f" ×{ndev}" if ndev > 1 else ""))
 
-    mesh = sharding.data_mesh()
-    layout = sampling.batch_layout(n, run.q, cfg.train.physical_batch_size, mesh.devices.size)
-    state = sharding.replicate(dp_step.create_train_state(params, optimizer, cfg.train.ema_decay), mesh)
-    checkpoints = _Checkpoints(workdir / "checkpoint") if workdir is not None else None
+        def evaluate_now(step: int) -> dict:
+            ledger.advance(release, step)  # the evaluated parameters are released: their steps count
+            params = run_params(state)
+            record = {"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy"),
+                      **evaluation.evaluate(run.eval_batch, params, run.dataset.x_test, run.dataset.y_test,
+                                            t_cfg.eval_batch_size, run.local_mesh),
+                      "epsilon_spent": ledger.epsilon("rdp")}
+            if state.ema_params is not None:
+                raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.x_test, run.dataset.y_test,
+                                          t_cfg.eval_batch_size, run.local_mesh)
+                record["test_accuracy_no_ema"] = raw["test_accuracy"]
+            folder.append_metrics(record)
+            folder.write_ledger(ledger)
+            if on_eval is not None:
+                on_eval(step, record)
+            return record
 
-    if method in ("vmap", "plain") and layout.chunks > 1 and jax.default_backend() == "cpu":
-        print(f"tanplan: note: the {method} gradient route accumulates {layout.chunks} chunks; on CPU, XLA runs "
-              "convolution weight-gradients inside loops very slowly: raise train.physical_batch_size to "
-              f"{layout.capacity} for one chunk per step", file=sys.stderr)
-    history: list[dict] = []
-    examples_timed = 0
-    train_seconds = eval_seconds = 0.0
-    clock = time.perf_counter()
-    last: dict[str, Any] = {}
-    bar = tqdm(total=run.steps, file=sys.stderr, disable=not progress, unit="step", dynamic_ncols=True,
-               desc=f"{cfg.experiment.name} B={run.batch_size} σ={run.sigma:.3g}")
-    eps_now, eps_clock = None, time.perf_counter()
-    pending = None  # metrics of the step in flight: read one step late so the host keeps the device busy
+        def run_params(s):
+            return local(s.ema_params if s.ema_params is not None else s.params)
 
-    def settle(pending_metrics, step_number):
-        values = {k: float(v) for k, v in jax.device_get(pending_metrics).items()}
-        if not math.isfinite(values["loss"]):
-            raise _NonFinite(step_number, values["loss"])
-        return values
+        def local(tree):  # this process's copy of replicated parameters, on its own devices
+            return sharding.replicate(jax.tree.map(host_array, tree), run.local_mesh)
 
-    try:
         try:
-            batches = sampling.poisson_batches(n, run.q, run.steps, seed=[seed, 1])
-            for t, indices in enumerate(batches):
-                if len(indices) > layout.capacity:
-                    layout = layout.grown_to(len(indices))
-                    bar.write(f"tanplan: step {t + 1}: Poisson batch of {len(indices)} exceeds the padded layout; "
-                              f"growing it to {layout.chunks} chunks (one more compilation)")
-                index, mask = sampling.pad_indices(indices, layout)
-                batch = sharding.shard_batch(sampling.gather_batch(x_train, y_train, index, mask), mesh)
-                state, metrics = train_step(state, batch, jax.random.fold_in(train_key, t))
+            with _Signals() as signals:
+                for t in range(start, plan.steps):
+                    indices = sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))
+                    if len(indices) > layout.capacity:
+                        layout = layout.grown_to(len(indices))
+                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {len(indices)} exceeds the padded layout; "
+                                  f"growing it to {layout.chunks} chunks (one more compilation)")
+                    index, mask = sampling.pad_indices(indices, layout)
+                    batch = sharding.global_batch(run.dataset.x_train, run.dataset.y_train, index, mask, run.mesh)
+                    state, metrics = run.step(state, batch, roots)
+                    done = t + 1
+                    if pending is not None:
+                        last = _settle(*pending)
+                    pending = (metrics, done)
+                    is_eval = done % t_cfg.eval_every == 0 or done == plan.steps
+                    every = t_cfg.checkpoint_every
+                    is_ckpt = (every and done % every == 0) or done == plan.steps
+                    if clock is None or is_eval or is_ckpt or signals.signum is not None:
+                        last, pending = _settle(*pending), None  # compile time, evaluations, checkpoints: wait
+                    if clock is None:
+                        clock = time.perf_counter()  # throughput counts from here: compilation excluded
+                    else:
+                        examples += len(indices)
+                    if is_eval:
+                        eval_start = time.perf_counter()
+                        history.append(evaluate_now(done))
+                        eval_seconds += time.perf_counter() - eval_start
+                    if is_ckpt or signals.signum is not None:  # a signal (even during the evaluation): save, stop
+                        ledger.advance(release, done)
+                        folder.save(done, state, _meta(done, cfg, plan, ledger, layout), ledger)
+                    bar.set_postfix(_postfix(last, history, ledger, plan.private), refresh=False)
+                    bar.update(1)
+                    if signals.signum is not None:
+                        interrupted = signal.Signals(signals.signum).name
+                        break
+                    if delay:
+                        time.sleep(delay)
                 if pending is not None:
-                    last = settle(*pending)
-                pending = (metrics, t + 1)
-                is_eval = (t + 1) % cfg.train.eval_every == 0 or t + 1 == run.steps
-                if t == 0 or is_eval:
-                    last = settle(*pending)  # compile time and eval points: wait for the step
-                    pending = None
-                if t == 0:
-                    clock = time.perf_counter()  # throughput counts from here: compilation excluded
-                else:
-                    examples_timed += len(indices)
-                if is_eval:
-                    eval_start = time.perf_counter()
-                    record = _evaluate_point(cfg, run, t + 1, state, last, eval_batch, dataset, mesh)
-                    history.append(record)
-                    if workdir is not None:
-                        with open(workdir / "metrics.jsonl", "a", encoding="utf-8") as f:
-                            f.write(json.dumps(record) + "\n")
-                        checkpoints.save(t + 1, state)
-                    if on_eval is not None:
-                        on_eval(t + 1, record)
-                    eval_seconds += time.perf_counter() - eval_start if t > 0 else 0.0
-                if is_eval:
-                    eps_now, eps_clock = history[-1]["epsilon_spent"], time.perf_counter()
-                elif progress and time.perf_counter() - eps_clock > 2.0:  # ε of the steps so far, every 2 s
-                    eps_now, eps_clock = run.epsilon("rdp", t + 1), time.perf_counter()
-                if last:
-                    bar.set_postfix(_postfix(last, history, eps_now, run.private), refresh=False)
-                bar.update(1)
-            if pending is not None:
-                last = settle(*pending)
-            train_seconds = time.perf_counter() - clock - eval_seconds
+                    last = _settle(*pending)
         except _NonFinite as err:
-            train_seconds = time.perf_counter() - clock - eval_seconds
-            summary = _summary(cfg, run, method, history, state, examples_timed, train_seconds, started,
-                               layout, diverged_at=err.step)
-            if workdir is not None:
-                write_json_atomic(workdir / "summary.json", summary)
-            kept = f"; last good checkpoint kept at step {history[-1]['step']}" if history and workdir else ""
-            raise TrainingDiverged(f"training diverged: loss is {err.loss} at step {err.step} (learning rate "
-                                   f"{cfg.train.learning_rate:g} may be too high){kept}") from None
-    finally:
-        bar.close()
-        if checkpoints is not None:
-            checkpoints.close()
+            diverged_at = err.step
+        finally:
+            bar.close()
 
-    summary = _summary(cfg, run, method, history, state, examples_timed, train_seconds, started, layout)
-    summary.update(sparse)
-    augtest = evaluate_augtest(cfg, logits_fn, _eval_params(state), dataset, augment, test_key)
-    if augtest is not None:
-        summary["test_accuracy_augtest"] = augtest
-    if workdir is not None:
-        write_json_atomic(workdir / "summary.json", summary)
-    return summary
+        if not history and not interrupted and diverged_at is None:  # resumed at the end: evaluate what was saved
+            history.append(evaluate_now(ledger.steps))
+        train_seconds = time.perf_counter() - clock - eval_seconds if clock is not None else 0.0
+        final = history[-1] if history else {}
+        summary = RunSummary(
+            test_accuracy=final.get("test_accuracy"), test_loss=final.get("test_loss"),
+            epsilon_rdp=ledger.epsilon("rdp"),
+            # PLD at a proxy's small σ takes minutes, and a proxy's own ε guarantees nothing: RDP only.
+            epsilon_pld=ledger.epsilon("pld") if plan.target is None else None,
+            delta=plan.delta, accountant=plan.accountant, private=plan.private, noise_secret=not secret.reproducible,
+            dataset_size=plan.dataset_size, batch_size=plan.batch_size, steps=ledger.steps, planned_steps=plan.steps,
+            sigma=plan.sigma, snip_sigma=plan.snip_sigma or None, clip_norm=plan.clip_norm,
+            target=plan.target.to_dict() if plan.target is not None else None, grad_method=run.route,
+            layout={"chunks": layout.chunks, "chunk_size": layout.chunk_size}, backend=backend, devices=ndev,
+            processes=jax.process_count(), resumed_from_step=start, steps_this_run=ledger.steps - start,
+            wall_seconds=time.perf_counter() - started, train_seconds=train_seconds,
+            samples_per_second=examples / train_seconds if train_seconds > 0 and examples else None,
+            params_checksum=evaluation.params_checksum(state.params), evaluated_at_step=final.get("step"),
+            diverged_at_step=diverged_at, interrupted=interrupted,
+            test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=run.pruning)
+        if diverged_at is None and not interrupted:
+            augtest = evaluation.evaluate_augtest(cfg, run.logits_fn, run_params(state), run.dataset, run.augment,
+                                                  run.test_key)
+            summary.test_accuracy_augtest = augtest
+            summary.model = folder.write_model(run_params(state), _model_card(cfg, run, summary))
+        folder.write_ledger(ledger, with_pld=plan.target is None)
+        folder.write_summary(summary.to_dict())
+    if diverged_at is not None:
+        kept = f"; the last good checkpoint is kept at step {history[-1]['step']}" if history and workdir else ""
+        raise TrainingDiverged(f"training diverged: the loss is not finite at step {diverged_at} (learning rate "
+                               f"{cfg.train.learning_rate:g} may be too high){kept}")
+    if interrupted:
+        raise RunInterrupted(f"{interrupted}: stopped after step {ledger.steps} of {plan.steps}; checkpoint saved in "
+                             f"{str(Path(workdir) / 'checkpoint')!r}; continue with --resume", getattr(signal, interrupted))
+    return summary.to_dict()
 
 
 class _NonFinite(Exception):
-    def __init__(self, step: int, loss: float):
-        super().__init__(step, loss)
-        self.step, self.loss = step, loss
+    def __init__(self, step: int):
+        super().__init__(step)
+        self.step = step
 
 
-def _eval_params(state):
-    return state.ema_params if state.ema_params is not None else state.params
+def _settle(metrics, step: int) -> dict:
+    """The step's metrics on the host; _NonFinite when its loss is not finite (nothing is saved then)."""
+    values = {k: float(host_array(v)) for k, v in metrics.items()}
+    if not math.isfinite(values["loss"]):
+        raise _NonFinite(step)
+    return values
 
 
-def _evaluate_point(cfg, run, step, state, last, eval_batch, dataset, mesh) -> dict:
-    metrics = evaluate(eval_batch, _eval_params(state), dataset.x_test, dataset.y_test,
-                       cfg.train.eval_batch_size, mesh)
-    record = {"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy"), **metrics,
-              "epsilon_spent": run.epsilon("rdp", step)}
-    if state.ema_params is not None:
-        raw = evaluate(eval_batch, state.params, dataset.x_test, dataset.y_test, cfg.train.eval_batch_size, mesh)
-        record["test_accuracy_no_ema"] = raw["test_accuracy"]
-    return record
+def _meta(step: int, cfg: Config, plan, ledger: Ledger, layout) -> dict:
+    """The checkpoint's record. No key, no seed: the secret is stored beside it, in the same private folder."""
+    return {"step": step, "fingerprint": fingerprint(cfg, plan), "ledger": ledger.to_dict(),
+            "layout": {"chunks": layout.chunks, "chunk_size": layout.chunk_size},
+            "sampler": {"kind": "poisson", "next_step": step}}
 
 
-def _postfix(last: dict, history: list[dict], eps_now: float | None, private: bool) -> dict:
-    out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"}
+def _model_card(cfg: Config, run, summary: RunSummary) -> dict:
+    m = cfg.model
+    return {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+            "num_classes": run.dataset.num_classes, "input_shape": list(run.dataset.input_shape),
+            "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
+            "epsilon_rdp": summary.epsilon_rdp, "delta": summary.delta, "noise_secret": summary.noise_secret,
+            "test_accuracy": summary.test_accuracy}
+
+
+def _postfix(last: dict, history: list[dict], ledger: Ledger, private: bool) -> dict:
+    out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"} if last else {}
     if history:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
-    out["ε"] = "∞" if not private else ("-" if eps_now is None else f"{eps_now:.2f}")
+        out["ε"] = f"{history[-1]['epsilon_spent']:.2f}" if private and history[-1]["epsilon_spent"] is not None else "∞"
     return out
 
 
-def _summary(cfg, run, method, history, state, examples_timed, train_seconds, started, layout,
-             diverged_at: int | None = None) -> dict:
-    steps_done = history[-1]["step"] if history else 0
-    final = history[-1] if history else {}
-    steps = diverged_at - 1 if diverged_at else run.steps
-    summary = {
-        "test_accuracy": final.get("test_accuracy"),
-        "test_loss": final.get("test_loss"),
-        "epsilon_rdp": run.epsilon("rdp", steps),
-        # A proxy's own ε is no guarantee for the target, and PLD at its tiny σ takes minutes: RDP only.
-        "epsilon_pld": run.epsilon("pld", steps) if run.target is None else None,
-        "delta": run.delta,
-        "steps": steps,
-        "batch_size": run.batch_size,
-        "sigma": run.sigma,
-        "clip_norm": cfg.privacy.clip_norm,
-        "private": run.private,
-        "dataset_size": run.dataset_size,
-        "target": run.target.to_dict() if run.target is not None else None,
-        "grad_method": method,
-        "layout": {"chunks": layout.chunks, "chunk_size": layout.chunk_size},
-        "wall_seconds": time.perf_counter() - started,
-        "train_seconds": train_seconds,
-        "samples_per_second": examples_timed / train_seconds if train_seconds > 0 else None,
-        "params_checksum": params_checksum(state.params),
-        "evaluated_at_step": steps_done,
-        "diverged_at_step": diverged_at,
-    }
-    if final.get("test_accuracy_no_ema") is not None:
-        summary["test_accuracy_no_ema"] = final["test_accuracy_no_ema"]
-    return summary
+class _Signals:
+    """SIGTERM/SIGINT set a flag the loop reads after each step (main thread only)."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._previous = {}
+
+    def __enter__(self):
+        for s in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self._previous[s] = signal.signal(s, self._handle)
+            except ValueError:  # not the main thread (a Ray worker): the runtime handles signals
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)

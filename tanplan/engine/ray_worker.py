@@ -1,11 +1,11 @@
-"""`tanplan launch --backend ray`: the launch loop on W worker processes through Ray Train's JaxTrainer.
+"""`tanplan launch --backend ray`: THE loop on W worker processes through Ray Train's JaxTrainer.
 
-Each worker runs tanplan.engine.launch_loop.run_launch over the global mesh of every worker's devices. On GPU
+Each worker runs tanplan.engine.loop.train_and_evaluate over the global mesh of every worker's devices. On GPU
 and TPU workers JaxTrainer initialises jax.distributed itself; on CPU workers it does not, so the loop
 initialises it here, with gloo collectives and a coordinator on 127.0.0.1 (CPU workers must then share
 one machine; for many hosts use GPU workers). Each worker gathers only its rows of every Poisson batch;
-the state and the step key are replicated, and the noise is drawn once for the global sum (see
-tanplan.engine.launch_loop). Worker 0 writes summary.json, ledger.json and metrics.jsonl; all write the
+the state and the noise key are replicated, and the noise is drawn once for the global sum (see
+tanplan.engine.loop). Worker 0 writes summary.json, ledger.json and metrics.jsonl; all write the
 orbax checkpoint together.
 
 Fault handling: a lost worker makes Ray restart the group (up to `max_failures` times); the restarted
@@ -19,13 +19,9 @@ import os
 import socket
 from pathlib import Path
 
-from tanplan.errors import TanplanError, UsageError
+from tanplan.errors import UsageError, WorkerLost
 from tanplan.runtime import CPU_FLAG
 
-
-
-class WorkerLost(TanplanError):
-    exit_code = 1
 
 
 def _free_port() -> int:
@@ -46,13 +42,14 @@ def _train_loop_per_worker(config: dict) -> None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(config["coordinator"], num_processes=world, process_id=rank)
     from tanplan.config import config_from_dict
-    from tanplan.engine.launch_loop import run_launch
+    from tanplan.engine.loop import train_and_evaluate
 
     try:
         # Always resume: the driver checked that a fresh launch has no checkpoint, and a group that
-        # Ray restarts after losing a worker must continue from the last checkpoint.
-        run_launch(config_from_dict(config["cfg"]), config["out"], resume=True,
-                   progress=config["progress"] and rank == 0, backend="ray")
+        # Ray restarts after losing a worker must continue from the last checkpoint. Every worker reads
+        # the secret the driver saved, so all draw the same (replicated) noise and batches.
+        train_and_evaluate(config_from_dict(config["cfg"]), config["out"], resume=True,
+                           progress=config["progress"] and rank == 0, backend="ray")
     finally:
         if cpu:
             jax.distributed.shutdown()
@@ -60,18 +57,34 @@ def _train_loop_per_worker(config: dict) -> None:
 
 def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
                   resume: bool = False, progress: bool = True, max_failures: int = 1) -> dict:
-    """Run the launch loop on num_workers Ray workers; the summary of worker 0."""
-    import json
+    """Run THE loop on num_workers Ray workers; the summary of worker 0.
+
+    The driver holds out/.tanplan.lock for the whole run and creates the run's secret (in the private
+    checkpoint folder) before any worker starts: every worker reads that one secret, so the replicated
+    noise and the Poisson batches are the same in every process.
+    """
+    from tanplan.dp import secret
+    from tanplan.engine.checkpoint import Checkpoints
+    from tanplan.fileio import exclusive
 
     out = Path(out).absolute()
-    from tanplan.engine.checkpoint import LaunchCheckpoints
+    with exclusive(out, "launch"):
+        ckpt = Checkpoints(out / "checkpoint")
+        latest = ckpt.latest_step()
+        ckpt.close()
+        if latest is not None and not resume:
+            raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
+                             f"continue it, or choose a new --out")
+        secret.for_run(out / "checkpoint", cfg.privacy.noise_seed)
+        return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
+                    progress=progress, max_failures=max_failures)
 
-    ckpt = LaunchCheckpoints(out / "checkpoint")
-    latest = ckpt.latest_step()
-    ckpt.close()
-    if latest is not None and not resume:
-        raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
-                         f"continue it, or choose a new --out")
+
+def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
+         max_failures: int) -> dict:
+    """JaxTrainer over num_workers workers, each running _train_loop_per_worker."""
+    import json
+
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig

@@ -1,8 +1,15 @@
-"""The parts of a run built from its Config by name: the dataset, the flax model, the augmentation."""
+"""The parts of a run built from its Config: the dataset, the flax model, the augmentation by name, and
+`build`, which assembles them with the plan, the gradient route and the jitted step into a `Run`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
 from tanplan.config import Config
+from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 
 def load_data(cfg: Config):
@@ -30,3 +37,73 @@ def build_augmentation(cfg: Config, dataset):
     from tanplan.data import make_augmentation
 
     return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
+
+
+@dataclass
+class Run:
+    """Everything one run needs, built once from its Config and its secret (DP-SNIP reads it)."""
+
+    cfg: Config
+    dataset: Any
+    plan: RunPlan
+    model: Any
+    logits_fn: Callable
+    augment: Callable | None
+    params: Any  # the initial parameters (public: from experiment.seed), pruned if asked
+    route: str  # the gradient route: ghost | vmap | plain
+    optimizer: Any
+    step: Callable  # jitted (state, batch, roots) -> (state, metrics); roots: replicated key data
+    eval_batch: Callable
+    roots: dict  # {"noise": secret key data, "public": public key data}, host numpy
+    test_key: Any  # public: AugTest's views
+    mesh: Any  # every device of every process: the 'data' axis of the batch
+    local_mesh: Any  # this process's devices: evaluation
+    prune_mask: Any = None
+    pruning: dict | None = None
+
+
+def build(cfg: Config, secret) -> Run:
+    """Load the data, resolve the plan, build the model, its gradient route and the jitted step.
+
+    Randomness: experiment.seed (public) draws the initial weights, the augmentation views and AugTest's
+    views; the run's secret draws the noise and, through the loop, the Poisson batches. The jitted step
+    derives step t's keys inside by fold_in(root, state.step), so a restored state continues the stream.
+    """
+    import jax
+
+    from tanplan.dp import optim, sharding
+    from tanplan.dp import step as dp_step
+    from tanplan.dp.secret import NOISE
+    from tanplan.engine import evaluation, routes, sparsity
+
+    dataset = load_data(cfg)
+    plan = resolve_plan(cfg, dataset.num_train)
+    model = build_model(cfg, dataset.num_classes)
+    augment = build_augmentation(cfg, dataset)
+    init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
+    params = model.init(init_key, dataset.x_train[:1])["params"]
+    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    optimizer = optim.make_optimizer(cfg.train)
+    mask = pruning = None
+    if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
+        from tanplan.dp import pruning as prune
+
+        mask = sparsity.prune_mask(cfg, plan, logits_fn, params, dataset, jax.random.fold_in(init_key, 1), secret)
+        params = prune.apply_mask(params, mask)
+        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, dataset.x_train[:2], optimizer, mask)
+        route = "vmap" if plan.private else "plain"
+        pruning = sparsity.summary_fields(cfg, mask)
+    else:
+        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, dataset.x_train[:2])
+        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
+                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay)
+
+    def step(state, batch, roots):
+        noise_key = jax.random.fold_in(jax.random.wrap_key_data(roots["noise"], impl="threefry2x32"), state.step)
+        public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
+        return inner(state, batch, noise_key, public_key)
+
+    roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(public_root))}
+    return Run(cfg, dataset, plan, model, logits_fn, augment, params, route, optimizer,
+               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, test_key,
+               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning)

@@ -1,13 +1,16 @@
-"""The privacy ledger of a launch: every accounted release, and the ε spent so far.
+"""The privacy ledger of a run: every accounted release, and the ε spent so far.
 
-    ledger = Ledger.fresh(plan_numbers)          # or Ledger.from_dict(checkpoint_meta["ledger"])
-    ledger.record(first_step=0, last_step=6, q=..., sigma=..., delta=...)
+    ledger = Ledger(budget_epsilon=8.0, delta=1e-5)     # or Ledger.from_dict(checkpoint_meta["ledger"])
+    release = ledger.open_release(0, q, sigma, delta)  # this session's steps, from the step it starts at
+    ledger.advance(release, 6)                          # steps 1..6 reached a checkpoint
     write_json_atomic(out / "ledger.json", ledger.to_dict())
 
-Guarantee: a release is a range of DP-SGD steps whose noisy parameters reached a checkpoint (the only
-state that leaves the process). Each step is one Poisson-subsampled Gaussian mechanism (rate q, noise
-multiplier σ, add/remove-one neighbours: tanplan.privacy.accounting.dp_sgd_event), so the ε of the ledger is that
-of the composition of all its releases, by the RDP accountant of record (PLD alongside when asked).
+Guarantee: a release is a range of DP-SGD steps whose noisy parameters reached a checkpoint or an
+evaluation (the only things that leave the process), or DP-SNIP's one saliency sum (`record_snip`). Each
+step is one Poisson-subsampled Gaussian mechanism (rate q, noise multiplier σ, add/remove-one
+neighbours: tanplan.privacy.accounting.dp_sgd_event), DP-SNIP's release one more at its σ_snip, so the ε
+of the ledger is that of the composition of all its releases by tanplan.privacy.accounting.epsilon_of_events,
+under the accountant asked for.
 ledger.json is written just before each checkpoint, so a kill in between leaves it ahead of
 the checkpoint (an over-report, never an under-report); the ledger inside the checkpoint is the one
 a resume restores. A resumed run starts a new release at the step of the checkpoint it restores, so it adds only the
@@ -32,10 +35,20 @@ class Release:
     backend: str = "local"
     devices: int = 1
     started_at: float = field(default_factory=time.time)
+    kind: str = "dp_sgd"  # or "dp_snip": one noisy saliency sum at σ = sigma, before step 1
 
     @property
     def steps(self) -> int:
-        return self.last_step - self.first_step
+        """DP-SGD steps in this release (0 for the DP-SNIP release)."""
+        return self.last_step - self.first_step if self.kind == "dp_sgd" else 0
+
+    def event(self):
+        """Its dp-accounting DpEvent (None when it released nothing yet)."""
+        from tanplan.privacy import accounting
+
+        if self.kind == "dp_snip":
+            return accounting.dp_sgd_event(self.q, self.sigma, 1)
+        return accounting.dp_sgd_event(self.q, self.sigma, self.steps) if self.steps else None
 
 
 @dataclass
@@ -52,12 +65,20 @@ class Ledger:
     def private(self) -> bool:
         return all(r.sigma > 0 for r in self.releases)
 
+    def record_snip(self, q: float, sigma_snip: float, delta: float | None) -> Release:
+        """Record DP-SNIP's release (one Poisson-subsampled Gaussian at σ_snip), once, before any step."""
+        if any(r.kind == "dp_snip" for r in self.releases) or self.steps:
+            raise ValueError("DP-SNIP is released once, before the first step")
+        release = Release(0, 0, q, sigma_snip, delta, 1, kind="dp_snip")
+        self.releases.append(release)
+        return release
+
     def open_release(self, first_step: int, q: float, sigma: float, delta: float | None, *,
                      backend: str = "local", devices: int = 1) -> Release:
         """Start the release of this session at the step it resumes from (0 for a fresh run)."""
         if first_step != self.steps:
             raise ValueError(f"ledger holds {self.steps} steps but the run restarts at step {first_step}")
-        session = 1 + max((r.session for r in self.releases), default=0)
+        session = 1 + max((r.session for r in self.releases if r.kind == "dp_sgd"), default=0)
         release = Release(first_step, first_step, q, sigma, delta, session, backend, devices)
         self.releases.append(release)
         return release
@@ -67,17 +88,20 @@ class Ledger:
         assert release is self.releases[-1] and last_step >= release.last_step
         release.last_step = last_step
 
+    def events(self) -> list:
+        """The DpEvents of every release made so far."""
+        return [e for e in (r.event() for r in self.releases) if e is not None]
+
     def epsilon(self, accountant: str = "rdp") -> float | None:
-        """ε of all releases composed (0 before any step; None when any release is non-private)."""
-        taken = [r for r in self.releases if r.steps > 0]
-        if not taken:
+        """ε of all releases composed (0 before any release; None when any release is non-private)."""
+        events = self.events()
+        if not events:
             return 0.0
         if not self.private or self.delta is None:
             return None
         from tanplan.privacy import accounting
 
-        return accounting.epsilon_of_events([accounting.dp_sgd_event(r.q, r.sigma, r.steps) for r in taken],
-                                            self.delta, accountant)
+        return accounting.epsilon_of_events(events, self.delta, accountant)
 
     def to_dict(self, *, with_pld: bool = False) -> dict:
         out = {"steps": self.steps, "delta": self.delta, "budget_epsilon": self.budget_epsilon,

@@ -54,7 +54,8 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
         for seed in range(seeds):
             run_cfg = cfg.with_overrides({"train.proxy_batch_size": int(b), "experiment.seed": cfg.experiment.seed + seed})
             workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
-            summary = train_fn(run_cfg, workdir, progress=False)
+            # resume: a rerun into the same folder continues (or reuses) each run: no new release
+            summary = train_fn(run_cfg, workdir, progress=False, resume=True)
             rows.append({"batch_size": int(b), "seed": seed, "test_accuracy": float(summary["test_accuracy"]),
                          "sigma": float(summary["sigma"]), "steps": int(summary["steps"]),
                          "wall_seconds": float(summary["wall_seconds"])})

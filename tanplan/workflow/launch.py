@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from tanplan.config import Config
-from tanplan.errors import BudgetExceeded
+from tanplan.errors import BudgetExceeded, UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
@@ -36,19 +36,24 @@ def check_budget(run: RunPlan, budget: float | None) -> dict:
 
 def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
            backend: str = "local", resume: bool = False, num_workers: int = 1, gpus_per_worker: int = 0,
-           address: str | None = None) -> dict:
-    """Check the budget, then train the target (no proxy) and write DIR/launch.json.
+           address: str | None = None, allow_public_noise: bool = False) -> dict:
+    """Check the budget, then train the target (no proxy) through THE loop and write DIR/launch.json.
 
-    backend "local": every local device (tanplan.engine.launch_loop); "ray": num_workers processes through
-    Ray Train's JaxTrainer (tanplan.engine.ray_worker). Both checkpoint into DIR/checkpoint and keep the
-    privacy ledger DIR/ledger.json; resume continues the last checkpoint exactly. train_fn (tests, or
-    the single-process trainer tanplan.engine.loop.train_and_evaluate) replaces the backend.
+    backend "local": every local device; "ray": num_workers processes through Ray Train's JaxTrainer
+    (tanplan.engine.ray_worker), each running the same loop. Both checkpoint into DIR/checkpoint and keep
+    the privacy ledger DIR/ledger.json; resume continues the newest intact checkpoint exactly. A config
+    with privacy.noise_seed (noise reproducible from the config: not private) is refused unless
+    allow_public_noise. train_fn (tests) replaces the engine.
     """
     from tanplan.engine.setup import load_data
 
     started = time.perf_counter()
     cfg = cfg.with_overrides({"train.proxy_batch_size": 0})
     out = Path(out)
+    if cfg.privacy.private and cfg.privacy.noise_seed >= 0 and not allow_public_noise:
+        raise UsageError(f"privacy.noise_seed = {cfg.privacy.noise_seed} is not allowed in a launch: its noise would be "
+                         "reproducible from the config, so the launch would not be private; remove it, or pass "
+                         "--allow-public-noise (tests only)")
     accounting = None
     if cfg.privacy.private:
         dataset = load_data(cfg)
@@ -61,9 +66,9 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
         summary = launch_on_ray(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker,
                                 address=address, resume=resume, progress=progress)
     else:
-        from tanplan.engine.launch_loop import run_launch
+        from tanplan.engine.loop import train_and_evaluate
 
-        summary = run_launch(cfg, out, resume=resume, progress=progress)
+        summary = train_and_evaluate(cfg, out, resume=resume, progress=progress)
     result = {"summary": summary, "accounting": accounting, "wall_seconds": time.perf_counter() - started}
     write_json_atomic(out / "launch.json", result)
     return result

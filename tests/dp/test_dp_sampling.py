@@ -10,7 +10,7 @@ from tanplan.dp import sampling
 
 def test_batch_sizes_follow_binomial():
     n, q, steps = 400, 0.05, 3000
-    sizes = np.array([len(b) for b in sampling.poisson_batches(n, q, steps, seed=1)])
+    sizes = np.array([len(b) for b in sampling.poisson_batches(n, q, steps, np.random.default_rng(1))])
     # Chi-square goodness of fit on the central bins (pooled tails), against Binomial(N, q).
     lo, hi = int(stats.binom.ppf(0.01, n, q)), int(stats.binom.ppf(0.99, n, q))
     edges = np.arange(lo, hi + 1)
@@ -25,7 +25,7 @@ def test_each_example_enters_with_probability_q_independently():
     n, q, steps = 50, 0.2, 4000
     counts = np.zeros(n)
     pair = 0
-    for batch in sampling.poisson_batches(n, q, steps, seed=2):
+    for batch in sampling.poisson_batches(n, q, steps, np.random.default_rng(2)):
         assert len(np.unique(batch)) == len(batch) and (batch >= 0).all() and (batch < n).all()
         counts[batch] += 1
         pair += (0 in batch) and (1 in batch)
@@ -35,9 +35,9 @@ def test_each_example_enters_with_probability_q_independently():
 
 
 def test_same_seed_same_batches():
-    a = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, seed=[3, 1])]
-    b = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, seed=[3, 1])]
-    c = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, seed=[4, 1])]
+    a = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, np.random.default_rng([3, 1]))]
+    b = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, np.random.default_rng([3, 1]))]
+    c = [b.tolist() for b in sampling.poisson_batches(100, 0.1, 5, np.random.default_rng([4, 1]))]
     assert a == b and a != c
 
 

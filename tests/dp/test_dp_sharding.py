@@ -24,17 +24,17 @@ logits_fn, params = make_tiny("cnn")
 x, y = make_rows(16, seed=3, scale=2.0)
 mask = np.arange(16) < 13
 batch = {"x": x.reshape(2, 8, 8, 1), "y": y.reshape(2, 8), "mask": mask.reshape(2, 8)}
-key = jax.random.key(5)
+keys = jax.random.split(jax.random.key(5))  # (noise key, public key)
 
 noisy_sum = jax.jit(dp_step.make_noisy_grad_sum(ghost.ghost_clipped_grad_sum(logits_fn, 0.7), 1.3 * 0.7))
 one_device = jax.device_put(batch, jax.devices()[0])
-single, _ = noisy_sum(jax.device_put(params, jax.devices()[0]), one_device, key)
+single, _ = noisy_sum(jax.device_put(params, jax.devices()[0]), one_device, *keys)
 
 mesh = sharding.data_mesh()
 sharded_batch = sharding.shard_batch(batch, mesh)
 assert len(sharded_batch["x"].addressable_shards) == 8
 assert sharded_batch["x"].addressable_shards[0].data.shape == (2, 1, 8, 1)
-many, _ = noisy_sum(sharding.replicate(params, mesh), sharded_batch, key)
+many, _ = noisy_sum(sharding.replicate(params, mesh), sharded_batch, *keys)
 assert many["Dense_0"]["kernel"].sharding.is_fully_replicated
 print("noisy sum diff", tree_max_diff(single, many))
 assert tree_max_diff(single, many) < 1e-5
@@ -43,8 +43,8 @@ opt = optim.make_optimizer(TrainConfig(learning_rate=0.5, momentum=0.9))
 step = jax.jit(dp_step.make_train_step(ghost.ghost_clipped_grad_sum(logits_fn, 0.7), opt, noise_std=0.91,
                                        expected_batch_size=12.0))
 state = dp_step.create_train_state(params, opt)
-s1, _ = step(jax.device_put(state, jax.devices()[0]), one_device, key)
-s8, _ = step(sharding.replicate(state, mesh), sharded_batch, key)
+s1, _ = step(jax.device_put(state, jax.devices()[0]), one_device, *keys)
+s8, _ = step(sharding.replicate(state, mesh), sharded_batch, *keys)
 print("params diff", tree_max_diff(s1.params, s8.params))
 assert tree_max_diff(s1.params, s8.params) < 1e-5
 print("SHARDED-OK")

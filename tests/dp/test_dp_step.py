@@ -64,7 +64,7 @@ def test_step_equals_written_out_dp_sgd():
     x, y = make_rows(ROWS, seed=1, scale=3.0)
     mask = np.arange(ROWS) < 6
     key = jax.random.key(7)
-    new, metrics = fn(state, _batch(x, y, mask, 1), key)
+    new, metrics = fn(state, _batch(x, y, mask, 1), *jax.random.split(key))
     assert tree_max_diff(new.params, _reference(params, x, y, mask, key)) < 1e-5
     assert float(metrics["batch_size"]) == 6
 
@@ -74,12 +74,12 @@ def test_augmult_k1_equals_plain_dp_sgd_on_the_augmented_rows():
     x, y = make_rows(ROWS, seed=2)
     mask = np.arange(ROWS) < 7
     key = jax.random.key(3)
-    new, _ = fn(state, _batch(x, y, mask, 1), key)
+    new, _ = fn(state, _batch(x, y, mask, 1), *jax.random.split(key))
     expected = _reference(params, x, y, mask, key, k=1, augment=shift_augment)
     assert tree_max_diff(new.params, expected) < 1e-5
     # and without augmentation, K = 1 is DP-SGD on the rows themselves
     plain, plain_state, _ = _step(k=1)
-    assert tree_max_diff(plain(plain_state, _batch(x, y, mask, 1), key)[0].params,
+    assert tree_max_diff(plain(plain_state, _batch(x, y, mask, 1), *jax.random.split(key))[0].params,
                          _reference(params, x, y, mask, key)) < 1e-5
 
 
@@ -90,7 +90,7 @@ def test_augmult_averages_k_view_gradients_before_clipping():
     mask = np.ones(ROWS, bool)
     key = jax.random.key(5)
     expected = _reference(params, x, y, mask, key, k=3, augment=shift_augment)
-    assert tree_max_diff(fn(state, _batch(x, y, mask, 1), key)[0].params, expected) < 1e-5
+    assert tree_max_diff(fn(state, _batch(x, y, mask, 1), *jax.random.split(key))[0].params, expected) < 1e-5
 
 
 def test_accumulating_chunks_equals_one_big_batch():
@@ -98,8 +98,8 @@ def test_accumulating_chunks_equals_one_big_batch():
     x, y = make_rows(ROWS, seed=6, scale=2.0)
     mask = np.arange(ROWS) < 5  # chunk 2 of 2 is partly padding
     key = jax.random.key(11)
-    one, m1 = fn(state, _batch(x, y, mask, 1), key)
-    two, m2 = fn(state, _batch(x, y, mask, 2), key)
+    one, m1 = fn(state, _batch(x, y, mask, 1), *jax.random.split(key))
+    two, m2 = fn(state, _batch(x, y, mask, 2), *jax.random.split(key))
     assert tree_max_diff(one.params, two.params) < 1e-6
     np.testing.assert_allclose(float(m1["loss"]), float(m2["loss"]), rtol=1e-6)
 
@@ -112,7 +112,7 @@ def test_noise_is_drawn_once_per_step_with_std_sigma_c():
     key = jax.random.key(0)
     moved = []
     for chunks in (1, 2):  # accumulation must not add a second draw
-        new, _ = fn(state, _batch(x, y, mask, chunks), key)
+        new, _ = fn(state, _batch(x, y, mask, chunks), *jax.random.split(key))
         moved.append(jax.tree.map(lambda new_p, p: (p - new_p) * B / LR, new.params, params))
     assert tree_max_diff(moved[0], moved[1]) < 1e-5
     expected = noise.add_gaussian_noise(jax.tree.map(jnp.zeros_like, params), jax.random.split(key)[0], SIGMA * CLIP)
@@ -143,15 +143,15 @@ def test_nonprivate_step_is_sgd_on_the_sum_over_b():
         return ce.sum() / B
 
     expected = jax.tree.map(lambda p, g: p - LR * g, params, jax.grad(total)(params))
-    assert tree_max_diff(fn(state, _batch(x, y, mask, 1), jax.random.key(0))[0].params, expected) < 1e-5
+    assert tree_max_diff(fn(state, _batch(x, y, mask, 1), *jax.random.split(jax.random.key(0)))[0].params, expected) < 1e-5
 
 
 def test_ema_follows_its_update_rule():
     fn, state, _ = _step()
     x, y = make_rows(ROWS, seed=9)
     batch = _batch(x, y, np.ones(ROWS, bool), 1)
-    s1, _ = fn(state, batch, jax.random.key(0))
-    s2, _ = fn(s1, batch, jax.random.key(1))
+    s1, _ = fn(state, batch, *jax.random.split(jax.random.key(0)))
+    s2, _ = fn(s1, batch, *jax.random.split(jax.random.key(1)))
     d1 = float(optim.ema_decay_at(EMA, jnp.asarray(1)))
     expected = jax.tree.map(lambda e, p: d1 * e + (1 - d1) * p, s1.ema_params, s2.params)
     assert tree_max_diff(s2.ema_params, expected) < 1e-6
@@ -163,10 +163,10 @@ def test_one_compilation_serves_every_poisson_batch():
     x_all, y_all = make_rows(40, seed=10)
     layout = sampling.BatchLayout(chunks=2, chunk_size=ROWS // 2)
     sizes, compiled = [], []
-    for t, idx in enumerate(sampling.poisson_batches(40, 0.2, 6, seed=0)):
+    for t, idx in enumerate(sampling.poisson_batches(40, 0.2, 6, np.random.default_rng(0))):
         idx = idx[:ROWS]
         sizes.append(len(idx))
         index, mask = sampling.pad_indices(idx, layout)
-        state, _ = fn(state, sampling.gather_batch(x_all, y_all, index, mask), jax.random.key(t))
+        state, _ = fn(state, sampling.gather_batch(x_all, y_all, index, mask), *jax.random.split(jax.random.key(t)))
         compiled.append(fn._cache_size())
     assert len(set(sizes)) > 1 and len(set(compiled)) == 1  # batches of several sizes, no new compilation

@@ -99,7 +99,7 @@ def test_masked_coordinates_get_neither_gradient_nor_noise_and_stay_unchanged(dr
     batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 8), bool)}
     state = dp_step.create_train_state(params, optimizer)
     for t in range(3):  # from step 2 on the momentum buffer is non-zero on last step's coordinates
-        new = step(state, batch, jax.random.key(100 + t))
+        new = step(state, batch, *jax.random.split(jax.random.key(100 + t)))
         new_state = new[0]
         for p_old, p_new, m in _prunable_leaves(state.params, new_state.params, prune):
             moved = p_old != p_new
@@ -118,7 +118,7 @@ def test_noise_reaches_every_kept_coordinate_and_no_masked_one(tiny):
     noisy = jax.jit(dp_step.make_noisy_grad_sum(grad_sum, 3.0))
     x, y = make_rows(4, seed=11)
     batch = {"x": x[None], "y": y[None], "mask": np.zeros((1, 4), bool)}  # all padding: sum is 0
-    grads, _ = noisy(params, batch, jax.random.key(12))
+    grads, _ = noisy(params, batch, *jax.random.split(jax.random.key(12)))
     out = jax.tree.map(lambda g, m: g * m, grads, mask)
     for g, m in zip(jax.tree.leaves(out), jax.tree.leaves(mask)):
         g, m = np.asarray(g), np.asarray(m)

@@ -15,3 +15,7 @@ def test_bench_cli_reports_both_steps_and_their_ratio(capsys):
     assert r["dp_seconds"] > 0 and r["nonprivate_seconds"] > 0
     assert abs(r["ratio"] - r["dp_seconds"] / r["nonprivate_seconds"]) < 1e-9
     assert abs(r["dp_samples_per_second"] * r["dp_seconds"] - 8) < 1e-6
+    # every non-private route is timed and the ratio is against the fastest of them
+    assert set(r["nonprivate_routes"]) == {"plain", "ghost"}
+    assert r["nonprivate_seconds"] == min(r["nonprivate_routes"].values())
+    assert r["nonprivate_routes"][r["nonprivate_route"]] == r["nonprivate_seconds"]

@@ -1,70 +1,77 @@
-"""`tanplan train` end to end on a tiny .npz dataset: files, reproducibility, bad input, divergence."""
+"""THE loop end to end on a tiny .npz dataset: its files and which are private, secret noise against a
+reproducible noise_seed, exact resume (signal, damaged checkpoint, partial metrics line), the lock, bad
+input, divergence."""
 
 import json
+import shutil
+import signal
+import stat
 
 import numpy as np
 import pytest
+from conftest import tiny_overrides
+from helpers import checkpoint_steps, saved_params
 
 from tanplan import cli
 from tanplan.config import load_config
-from tanplan.errors import TrainingDiverged, UsageError
-from tanplan.engine.loop import restore_checkpoint, train_and_evaluate
+from tanplan.engine.loop import train_and_evaluate
+from tanplan.engine.release import load_params
+from tanplan.engine.summary import FIELDS
+from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
+from tanplan.fileio import exclusive
 
 
-@pytest.fixture(scope="module")
-def tiny_npz(tmp_path_factory):
-    """Two separable classes of 16-long signals: 240 train, 80 test."""
-    rng = np.random.default_rng(0)
-
-    def make(n):
-        y = rng.integers(0, 2, n).astype(np.int32)
-        x = rng.normal(size=(n, 16, 1)).astype(np.float32) + (2 * y - 1)[:, None, None] * 0.8
-        return x, y
-
-    (x_train, y_train), (x_test, y_test) = make(240), make(80)
-    path = tmp_path_factory.mktemp("data") / "tiny.npz"
-    np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
-    return path
+def _cfg(tiny_npz, *extra):
+    return load_config(None, tiny_overrides(tiny_npz, *extra))
 
 
-def _overrides(path, *extra):
-    return ["data.dataset=npz", f'data.path="{path}"', "model.name=mlp", "model.width=8",
-            "model.depth=1", "train.batch_size=32", "train.steps=6", "train.eval_every=3",
-            "train.physical_batch_size=64", "train.learning_rate=1.0", "privacy.epsilon=4", *extra]
-
-
-def test_train_writes_files_and_is_reproducible(tiny_npz, tmp_path):
-    cfg = load_config(None, _overrides(tiny_npz, "train.grad_method=ghost"))
+def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path):
+    cfg = _cfg(tiny_npz, "train.grad_method=ghost", "train.checkpoint_every=3")
     seen = []
-    first = train_and_evaluate(cfg, tmp_path / "a", progress=False, on_eval=lambda s, m: seen.append((s, m)))
-    for key in ("test_accuracy", "epsilon_rdp", "epsilon_pld", "delta", "steps", "batch_size", "sigma",
-                "wall_seconds", "samples_per_second", "params_checksum"):
-        assert key in first, key
+    out = tmp_path / "a"
+    first = train_and_evaluate(cfg, out, progress=False, on_eval=lambda s, m: seen.append((s, m)))
+    assert set(first) == set(FIELDS)  # one schema
     assert first["steps"] == 6 and first["batch_size"] == 32 and first["delta"] == pytest.approx(1 / 240)
     assert first["epsilon_rdp"] <= 4.0 * (1 + 1e-9) and first["epsilon_pld"] <= first["epsilon_rdp"]
-    assert first["test_accuracy"] > 0.8  # separable data: even 6 noisy steps learn it
-    assert [s for s, _ in seen] == [3, 6] and {"test_accuracy", "loss", "epsilon_spent"} <= set(seen[0][1])
-    assert seen[0][1]["epsilon_spent"] < seen[1][1]["epsilon_spent"]
-    lines = (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in lines] == [3, 6]
-    assert json.loads((tmp_path / "a" / "summary.json").read_text())["params_checksum"] == first["params_checksum"]
-    restored = restore_checkpoint(tmp_path / "a" / "checkpoint")
-    assert int(restored["step"]) == 6
-    assert load_config(tmp_path / "a" / "config.toml") == cfg  # the run's config, reloadable
+    assert first["noise_secret"] is True and first["test_accuracy"] > 0.8  # separable: 6 noisy steps learn it
+    assert [s for s, _ in seen] == [3, 6] and seen[0][1]["epsilon_spent"] < seen[1][1]["epsilon_spent"]
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [3, 6]
+    assert json.loads((out / "summary.json").read_text())["params_checksum"] == first["params_checksum"]
+    ledger = json.loads((out / "ledger.json").read_text())
+    assert ledger["steps"] == 6 and ledger["epsilon_rdp"] == pytest.approx(first["epsilon_rdp"], rel=1e-12)
+    assert load_config(out / "config.toml") == cfg  # the run's config, reloadable
+    assert checkpoint_steps(out) == [3, 6]
+    # The checkpoint folder is private, and holds the secret; nothing outside it does.
+    private = out / "checkpoint"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
+    secret_file = private / "run_secret.json"
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    words = json.loads(secret_file.read_text())["words"]
+    for path in out.rglob("*"):
+        if path.is_file() and private not in path.parents:
+            text = path.read_bytes().decode("latin-1")
+            assert not any(str(w) in text for w in words if w > 10**6), path
+    # The released model: the final params here (no EMA), readable without pickles, no key in it
+    released = load_params(out / "model")
+    card = json.loads((out / "model" / "model.json").read_text())
+    assert card["weights"] == "final" and card["model"] == "mlp" and card["noise_secret"] is True
+    checkpointed = saved_params(out)
+    assert released and all(any(a.shape == b.shape and np.array_equal(a, b) for b in checkpointed)
+                            for a in released.values())
 
 
-@pytest.mark.slow
-def test_same_config_and_seed_give_the_same_weights(tiny_npz):
-    cfg = load_config(None, _overrides(tiny_npz, "train.grad_method=ghost"))
-    first = train_and_evaluate(cfg, None, progress=False)
-    again = train_and_evaluate(cfg, None, progress=False)
-    assert again["params_checksum"] == first["params_checksum"]
-    other = train_and_evaluate(cfg.with_overrides({"experiment.seed": 1}), None, progress=False)
-    assert other["params_checksum"] != first["params_checksum"]
+def test_two_runs_differ_unless_noise_seed_makes_them_reproducible(tiny_npz, tmp_path, capsys):
+    cfg = _cfg(tiny_npz)
+    a, b = (train_and_evaluate(cfg, tmp_path / n, progress=False) for n in ("a", "b"))
+    assert a["params_checksum"] != b["params_checksum"]  # a fresh secret per run
+    seeded = cfg.with_overrides({"privacy.noise_seed": 7})
+    c, d = (train_and_evaluate(seeded, tmp_path / n, progress=False) for n in ("c", "d"))
+    assert c["params_checksum"] == d["params_checksum"] and c["noise_secret"] is False
+    assert "NOT private" in capsys.readouterr().err
 
 
 def test_cli_json_and_nonprivate_mode(tiny_npz, tmp_path, capsys):
-    overrides = _overrides(tiny_npz, "privacy.private=false", "train.grad_method=vmap")
+    overrides = tiny_overrides(tiny_npz, "privacy.private=false", "train.grad_method=vmap")
     code = cli.main(["train", "--quiet", "--json", "--out", str(tmp_path / "np")]
                     + sum([["--set", o] for o in overrides], []))
     assert code == 0
@@ -73,14 +80,80 @@ def test_cli_json_and_nonprivate_mode(tiny_npz, tmp_path, capsys):
     assert summary["grad_method"] == "plain"
 
 
+def _interrupt_at(step):
+    def on_eval(done, record):
+        if done == step:
+            signal.raise_signal(signal.SIGTERM)  # handled by the loop: finish the step, checkpoint, stop
+    return on_eval
+
+
+def test_a_stopped_run_resumes_to_the_uninterrupted_result(tiny_npz, tmp_path):
+    cfg = _cfg(tiny_npz, "train.eval_every=1", "train.checkpoint_every=4", "train.ema_decay=0.9")
+    out, ref = tmp_path / "run", tmp_path / "ref"
+    with pytest.raises(RunInterrupted) as err:
+        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(2))
+    assert err.value.exit_code == 128 + signal.SIGTERM and checkpoint_steps(out) == [2]
+    with pytest.raises(UsageError, match="pass --resume"):
+        train_and_evaluate(cfg, out, progress=False)
+    # The reference runs uninterrupted with the same secret (copied): its result is the one to reach.
+    (ref / "checkpoint").mkdir(parents=True)
+    shutil.copy(out / "checkpoint" / "run_secret.json", ref / "checkpoint" / "run_secret.json")
+    reference = train_and_evaluate(cfg, ref, progress=False)
+    resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
+    assert resumed["params_checksum"] == reference["params_checksum"]
+    assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 6 and resumed["steps_this_run"] == 4
+    assert resumed["epsilon_rdp"] == pytest.approx(reference["epsilon_rdp"], rel=1e-12)
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
+    again = train_and_evaluate(cfg, out, progress=False, resume=True)  # finished: no step, same result
+    assert again["steps_this_run"] == 0 and again["params_checksum"] == reference["params_checksum"]
+
+
+def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, tmp_path, capsys):
+    cfg = _cfg(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2", "privacy.noise_seed=3")
+    reference = train_and_evaluate(cfg, tmp_path / "ref", progress=False)
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(4))
+    assert checkpoint_steps(out) == [2, 4]
+    for path in (out / "checkpoint" / "4").rglob("*"):  # garble every file of the newest checkpoint
+        if path.is_file():
+            path.write_bytes(b"\x00garbled" * 7)
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "test_acc')  # a process killed mid-line
+    (out / "checkpoint" / "6.orbax-checkpoint-tmp-123").mkdir()  # a save killed mid-way
+    resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
+    assert "checkpoint of step 4" in capsys.readouterr().err
+    assert resumed["params_checksum"] == reference["params_checksum"] and resumed["resumed_from_step"] == 2
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
+    assert not list((out / "checkpoint").glob("*orbax-checkpoint-tmp*"))
+
+
+def test_a_refused_resume_changes_no_file(tiny_npz, tmp_path):
+    cfg = _cfg(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2")
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(4))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(UsageError, match="config differs"):
+        train_and_evaluate(cfg.with_overrides({"train.learning_rate": 0.5}), out, progress=False, resume=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_one_run_per_folder_at_a_time(tiny_npz, tmp_path):
+    with exclusive(tmp_path / "busy", "run"):
+        with pytest.raises(UsageError, match="another tanplan run is running"):
+            train_and_evaluate(_cfg(tiny_npz), tmp_path / "busy", progress=False)
+
+
 @pytest.mark.parametrize("override, words", [
     ("train.stepz=3", "valid keys"),
     ("model.name=resnet1000", "unknown model"),
     ("data.dataset=imagenet", "unknown dataset"),
     ("train.batch_size=100000", "batch size"),
+    ("privacy.noise_seed=-2", "privacy.noise_seed"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tiny_npz, override, words, capsys):
-    args = ["train", "--quiet"] + sum([["--set", o] for o in _overrides(tiny_npz, override)], [])
+    args = ["train", "--quiet"] + sum([["--set", o] for o in tiny_overrides(tiny_npz, override)], [])
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and words in err and "Traceback" not in err
@@ -94,15 +167,14 @@ def test_missing_cifar_directory_is_usage_error(tmp_path):
 
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_exits_1(tiny_npz, tmp_path, capsys):
     # Non-private SGD with an absurd learning rate overflows within a few steps.
-    overrides = _overrides(tiny_npz, "privacy.private=false", "train.learning_rate=1e30", "train.eval_every=1",
-                           "train.steps=20", "train.grad_method=vmap")
+    overrides = tiny_overrides(tiny_npz, "privacy.private=false", "train.learning_rate=1e30", "train.eval_every=1",
+                               "train.checkpoint_every=1", "train.steps=20", "train.grad_method=vmap")
     cfg = load_config(None, overrides)
     with pytest.raises(TrainingDiverged, match="diverged"):
         train_and_evaluate(cfg, tmp_path / "nan", progress=False)
     summary = json.loads((tmp_path / "nan" / "summary.json").read_text())
-    assert summary["diverged_at_step"] is not None
-    kept = restore_checkpoint(tmp_path / "nan" / "checkpoint")
-    assert int(kept["step"]) < summary["diverged_at_step"]
-    assert all(np.isfinite(np.asarray(v)).all() for v in __import__("jax").tree.leaves(kept["params"]))
+    assert summary["diverged_at_step"] is not None and summary["model"] is None
+    assert max(checkpoint_steps(tmp_path / "nan")) < summary["diverged_at_step"]
+    assert all(np.isfinite(leaf).all() for leaf in saved_params(tmp_path / "nan"))
     code = cli.main(["train", "--quiet", "--out", str(tmp_path / "nan2")] + sum([["--set", o] for o in overrides], []))
     assert code == 1 and "diverged" in capsys.readouterr().err

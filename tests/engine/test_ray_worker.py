@@ -3,14 +3,14 @@ gloo collectives on loopback) complete a tiny run that matches the single-proces
 
 import numpy as np
 import pytest
-from helpers import run_launch, saved_params
+from helpers import SEEDED, run_launch, saved_params
 
 
 @pytest.mark.slow
 def test_two_ray_workers_match_one_process(tmp_path):
     pytest.importorskip("ray.train.v2.jax")
-    one = run_launch(tmp_path / "one")["summary"]
-    two = run_launch(tmp_path / "two", "--backend", "ray", "--num-workers", "2", timeout=600)["summary"]
+    one = run_launch(tmp_path / "one", sets=SEEDED)["summary"]
+    two = run_launch(tmp_path / "two", "--backend", "ray", "--num-workers", "2", sets=SEEDED, timeout=600)["summary"]
     assert two["processes"] == 2 and two["devices"] == 2 and two["backend"] == "ray"
     assert two["steps"] == one["steps"] == 8
     assert two["epsilon_rdp"] == pytest.approx(one["epsilon_rdp"], rel=1e-12)

@@ -88,7 +88,7 @@ def test_dp_snip_training_run_summary_epsilon_is_the_composition(tmp_path):
                              "train.grad_drop_rate=0.3", "privacy.epsilon=2"])
     s = train_and_evaluate(cfg, tmp_path, progress=False)
     n = s["dataset_size"]
-    assert s["snip_sigma"] > 0 and 0.45 < s["kept_fraction"] < 0.6
+    assert s["snip_sigma"] > 0 and 0.45 < s["pruning"]["kept_fraction"] < 0.6
     assert s["epsilon_rdp"] == pytest.approx(
         _independent_composed_epsilon(s["batch_size"] / n, s["sigma"], 3, s["delta"], s["snip_sigma"]), rel=1e-9)
     assert 2 * 0.99 <= s["epsilon_rdp"] <= 2

@@ -1,5 +1,6 @@
-"""A launch killed (SIGKILL) and stopped (SIGTERM) mid-way, then resumed, ends exactly where an
-uninterrupted launch ends: same params_checksum, same ledger ε, no step counted twice."""
+"""A launch killed (SIGKILL) and stopped (SIGTERM) mid-way, its newest checkpoint then damaged, and resumed,
+ends exactly where an uninterrupted launch with the same privacy.noise_seed ends: same params_checksum, same
+ledger ε, no step counted twice."""
 
 import json
 import signal
@@ -7,14 +8,14 @@ import subprocess
 import time
 
 import pytest
-from helpers import ROOT, TINY, checkpoint_steps, env, launch_cmd, run_launch
+from helpers import ROOT, SEEDED, checkpoint_steps, env, launch_cmd, run_launch
 
 from tanplan.config import load_config
 from tanplan.workflow.launch import launch
 
 
 def _start(out, *extra):
-    return subprocess.Popen(launch_cmd(out, *extra), env=env(step_delay=1.0), cwd=ROOT,
+    return subprocess.Popen(launch_cmd(out, *extra, sets=SEEDED), env=env(step_delay=1.0), cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -30,7 +31,8 @@ def _wait_for_checkpoint_beyond(out, step, proc, timeout=240):
 
 @pytest.mark.slow
 def test_killed_stopped_and_resumed_launch_equals_the_uninterrupted_one(tmp_path):
-    reference = launch(load_config(ROOT / "experiments/mnist1d.toml", TINY), tmp_path / "ref", progress=False)["summary"]
+    reference = launch(load_config(ROOT / "experiments/mnist1d.toml", SEEDED), tmp_path / "ref", progress=False,
+                       allow_public_noise=True)["summary"]
     out = tmp_path / "run"
 
     proc = _start(out)  # SIGKILL: no handler runs; the last complete checkpoint must be usable
@@ -51,11 +53,15 @@ def test_killed_stopped_and_resumed_launch_equals_the_uninterrupted_one(tmp_path
     assert killed_at < stopped_at <= 8
     assert json.loads((out / "ledger.json").read_text())["steps"] == stopped_at
 
-    resumed = run_launch(out, "--resume")["summary"]
+    for path in (out / "checkpoint" / str(stopped_at)).rglob("*"):  # damage the newest checkpoint
+        if path.is_file():
+            path.write_bytes(b"garbage")
+    resumed = run_launch(out, "--resume", sets=SEEDED)["summary"]
     assert resumed["params_checksum"] == reference["params_checksum"]
-    assert resumed["steps"] == 8 and resumed["steps_this_run"] == 8 - stopped_at
+    fallback = resumed["resumed_from_step"]
+    assert fallback < stopped_at  # the damaged checkpoint was skipped for an older intact one
+    assert resumed["steps"] == 8 and resumed["steps_this_run"] == 8 - fallback
     ledger = json.loads((out / "ledger.json").read_text())
-    assert ledger["steps"] == 8 and len(ledger["releases"]) == 3
-    assert [r["first_step"] for r in ledger["releases"]] == [0, killed_at, stopped_at]
+    assert ledger["steps"] == 8 and [r["first_step"] for r in ledger["releases"]][-1] == fallback
     assert ledger["epsilon_rdp"] == pytest.approx(reference["epsilon_rdp"], rel=1e-9)
     assert resumed["epsilon_pld"] == pytest.approx(reference["epsilon_pld"], rel=1e-9)

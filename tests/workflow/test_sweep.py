@@ -38,7 +38,7 @@ def _spec(base, **changes):
     return dataclasses.replace(base, **changes)
 
 
-def fake_train(cfg, workdir, *, progress=True, on_eval=None):
+def fake_train(cfg, workdir, *, progress=True, on_eval=None, resume=False):
     acc = 0.9 - 0.05 * (math.log2(cfg.train.learning_rate) - 2) ** 2
     for step in range(cfg.train.eval_every, cfg.train.steps + 1, cfg.train.eval_every):
         on_eval(step, {"test_accuracy": acc * step / cfg.train.steps, "loss": np.float32(1.5), "epsilon_spent": None})
@@ -110,11 +110,11 @@ def test_run_trial_reports_intermediate_then_final(tmp_path, base_spec):
 def test_run_trial_records_divergence_and_errors(tmp_path, base_spec):
     spec = base_spec
 
-    def diverge(cfg, workdir, *, progress, on_eval):
+    def diverge(cfg, workdir, *, progress, on_eval, resume=False):
         on_eval(2, {"test_accuracy": 0.3})
         raise TrainingDiverged("loss is nan at step 3")
 
-    def crash(cfg, workdir, *, progress, on_eval):
+    def crash(cfg, workdir, *, progress, on_eval, resume=False):
         raise RuntimeError("out of memory")
 
     for fn, status, text in ((diverge, "diverged", "nan"), (crash, "error", "RuntimeError: out of memory")):

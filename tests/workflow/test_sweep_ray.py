@@ -74,7 +74,7 @@ def _search_rows(out):
 def test_fake_objective_search_reruns_results_and_extension(tmp_path, local_ray):
     calls = tmp_path / "calls.txt"
 
-    def fake_train(cfg, workdir, *, progress, on_eval):  # defined here so that Ray pickles it by value
+    def fake_train(cfg, workdir, *, progress, on_eval, resume=False):  # defined here so that Ray pickles it by value
         import math
 
         with open(calls, "a") as f:

@@ -42,7 +42,8 @@ def run_trial(job: Mapping[str, Any], *, base: Mapping, dims: tuple[Dimension, .
 
     status, error, summary = FINISHED, "", {}
     try:
-        summary = train_fn(cfg, workdir, progress=False, on_eval=on_eval) or {}
+        # resume: a trial re-queued after a kill continues its own run, with its own secret
+        summary = train_fn(cfg, workdir, progress=False, on_eval=on_eval, resume=True) or {}
     except TrainingDiverged as err:
         status, error = DIVERGED, str(err)
     except Exception as err:  # one bad configuration must not stop the sweep; its error is recorded

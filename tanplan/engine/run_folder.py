@@ -1,0 +1,172 @@
+"""The files of one run, which of them are private, and how a run resumes from them.
+
+    out/config.toml      the config (public)
+    out/metrics.jsonl    one line per evaluation (public)
+    out/ledger.json      every release and the ε spent (public; written before each checkpoint, so a
+                         kill in between leaves it ahead of the checkpoint: an over-report, never under)
+    out/summary.json     the RunSummary (public)
+    out/model/           the released model (public; tanplan.engine.release)
+    out/checkpoint/      PRIVATE, owner-only: orbax checkpoints and the run's secret (run_secret.json).
+                         Whoever reads it can replay the noise: never publish it.
+    out/.tanplan.lock    held while a process trains into out
+
+workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from tanplan.config import Config, config_to_toml
+from tanplan.errors import UsageError
+from tanplan.fileio import exclusive, write_json_atomic, write_text_atomic
+
+METRICS = "metrics.jsonl"
+CHECKPOINT = "checkpoint"
+
+
+class RunFolder:
+    """Context manager over a run's folder: the lock, the checkpoints and the secret."""
+
+    def __init__(self, out: str | Path | None, *, resume: bool, primary: bool = True, lock: bool = True):
+        self.out = Path(out) if out is not None else None
+        self.resume, self.primary, self.lock = resume, primary, lock
+        self.checkpoints = None
+        self._lock = None
+
+    def __enter__(self) -> "RunFolder":
+        if self.out is None:
+            return self
+        if self.out.exists() and not self.out.is_dir():
+            raise UsageError(f"--out {str(self.out)!r} is not allowed: it is a file, not a folder")
+        if self.lock:
+            self._lock = exclusive(self.out, "run")
+            self._lock.__enter__()
+        try:
+            from tanplan.engine.checkpoint import Checkpoints
+
+            self.checkpoints = Checkpoints(self.out / CHECKPOINT)
+            latest = self.checkpoints.latest_step()
+            if latest is not None and not self.resume:
+                raise UsageError(f"--out {str(self.out)!r} already holds a checkpoint at step {latest}: pass --resume "
+                                 "to continue it, or choose a new --out")
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+            self.checkpoints = None
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+            self._lock = None
+
+    @property
+    def private_dir(self) -> Path | None:
+        return self.out / CHECKPOINT if self.out is not None else None
+
+    def secret(self, noise_seed: int, *, create: bool = True):
+        from tanplan.dp import secret
+
+        return secret.for_run(self.private_dir, noise_seed, create=create)
+
+    def restore(self, template, fingerprint: dict, log=print):
+        """(state, meta) of the newest intact checkpoint, or None; UsageError if its config differs."""
+        if self.checkpoints is None or not self.resume:
+            return None
+        found = self.checkpoints.restore_intact(template)
+        if found is None:
+            log(f"tanplan: no checkpoint in {str(self.out)!r}: starting from step 0")
+            return None
+        state, meta, skipped = found
+        for reason in skipped:
+            log(f"tanplan: {reason}: removed; resuming from the newest intact checkpoint")
+        changed = differences(meta["fingerprint"], fingerprint)
+        if changed:
+            raise UsageError(f"--resume is not allowed: the config differs from the checkpoint's in {', '.join(changed)}; "
+                             "an exact resume needs the same plan, data, model and optimizer")
+        return state, meta
+
+    def begin(self, cfg: Config, start: int) -> None:
+        """Write config.toml and keep metrics.jsonl's evaluations up to `start` (later ones are redone).
+        Called only once the resume is accepted, so a refused resume truncates nothing."""
+        if self.out is None or not self.primary:
+            return
+        write_text_atomic(self.out / "config.toml", config_to_toml(cfg))
+        path = self.out / METRICS
+        if start == 0:
+            path.unlink(missing_ok=True)
+            return
+        if path.exists():
+            kept = [json.dumps(r) for r in read_metrics(path) if r["step"] <= start]
+            write_text_atomic(path, "".join(line + "\n" for line in kept))
+
+    def append_metrics(self, record: dict) -> None:
+        if self.out is not None and self.primary:
+            with open(self.out / METRICS, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def save(self, step: int, state, meta: dict, ledger) -> None:
+        """ledger.json first (a kill in between over-reports), then the checkpoint."""
+        if self.out is None:
+            return
+        if self.primary:
+            write_json_atomic(self.out / "ledger.json", ledger.to_dict())
+        self.checkpoints.save(step, state, meta)
+
+    def write_ledger(self, ledger, *, with_pld: bool = False) -> None:
+        if self.out is not None and self.primary:
+            write_json_atomic(self.out / "ledger.json", ledger.to_dict(with_pld=with_pld))
+
+    def write_summary(self, summary: dict) -> None:
+        if self.out is not None and self.primary:
+            write_json_atomic(self.out / "summary.json", summary)
+
+    def write_model(self, params, card: dict) -> str | None:
+        if self.out is None or not self.primary:
+            return None
+        from tanplan.engine.release import FOLDER, write_model
+
+        write_model(self.out, params, card)
+        return FOLDER
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The evaluations in metrics.jsonl; a partial or unreadable line (a process killed mid-write) is dropped."""
+    records = []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            records.append(record)
+    return records
+
+
+def fingerprint(cfg: Config, plan) -> dict:
+    """What must not change between a checkpoint and its resumption for the resume to be exact."""
+    relevant = {k: v for k, v in cfg.to_dict().items() if k in ("experiment", "data", "model", "privacy", "train",
+                                                                  "pruning")}
+    for k in ("eval_every", "eval_batch_size", "checkpoint_every", "physical_batch_size"):
+        relevant["train"].pop(k, None)  # bookkeeping only: may change on resume
+    relevant["experiment"].pop("name", None)
+    return {"config": relevant, "q": plan.q, "sigma": plan.sigma, "delta": plan.delta,
+            "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
+
+
+def differences(saved: dict, wanted: dict, prefix: str = "") -> list[str]:
+    keys = sorted(set(saved) | set(wanted))
+    diffs = []
+    for k in keys:
+        a, b = saved.get(k), wanted.get(k)
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += differences(a, b, f"{prefix}{k}.")
+        elif a != b and not (isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-12)):
+            diffs.append(f"{prefix}{k} ({a!r} -> {b!r})")
+    return diffs

@@ -1,0 +1,59 @@
+"""The summary of one run (summary.json), the same schema for `train`, every proxy and the launch.
+
+Each figure has one name across train, launch and run summaries (docs/summary.md lists them). Only what
+is safe to publish goes here: no key, no seed of the noise, no batch composition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class RunSummary:
+    # what the run reached (on the held-out test set; EMA weights when the EMA is on)
+    test_accuracy: float | None
+    test_loss: float | None
+    # what it cost: the composition of every release it made (its ledger), at δ
+    epsilon_rdp: float | None
+    epsilon_pld: float | None  # None for proxies: PLD at a proxy's small σ is slow, and a proxy's ε guarantees nothing
+    delta: float | None
+    accountant: str  # the accountant of record (privacy.accountant): σ calibrated and the budget checked with it
+    private: bool
+    noise_secret: bool  # False when privacy.noise_seed made the noise reproducible from the config: NOT private
+    # what it trained: Poisson rate q = B/N, noise σ·C on each step's clipped sum
+    dataset_size: int
+    batch_size: int
+    steps: int  # steps taken in all sessions
+    planned_steps: int
+    sigma: float
+    snip_sigma: float | None  # σ of the DP-SNIP release, when pruning.method = "dp_snip"
+    clip_norm: float
+    target: dict | None  # the target Plan when this run is a proxy of it
+    # how it ran
+    grad_method: str
+    layout: dict
+    backend: str
+    devices: int
+    processes: int
+    resumed_from_step: int
+    steps_this_run: int
+    wall_seconds: float
+    train_seconds: float
+    samples_per_second: float | None
+    params_checksum: str
+    evaluated_at_step: int | None
+    diverged_at_step: int | None = None
+    interrupted: str | None = None  # the signal that stopped it (checkpoint saved; continue with --resume)
+    test_accuracy_no_ema: float | None = None
+    test_accuracy_augtest: float | None = None
+    pruning: dict | None = None  # method, rate, drop_method, drop_rate, kept_fraction
+    model: str | None = None  # folder of the released model, relative to the run folder
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary))
