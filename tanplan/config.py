@@ -50,6 +50,8 @@ class DataConfig:
     dataset: str = setting("mnist1d", "mnist1d | mnist5k | cifar10 | npz (see tanplan.data)")
     path: str = setting("", "directory (cifar10) or .npz file (npz)")
     num_samples: int = setting(60000, "mnist1d: examples generated in total (80% train)", lo=1)
+    seed: int = setting(0, "which instance of a generated dataset: mnist1d's generation seed, mnist5k's split "
+                        "(public; draws with different seeds share no example)", lo=0, hi=2**32 - 1)
     train_examples: int = setting(0, "train on the first n training examples only (0 = all); the test set is kept "
                              "whole (dataset-size studies, small-N demos)", lo=0)
     augmentation: str = setting("none", "augmentation family (see tanplan.data)")
@@ -115,6 +117,20 @@ class PruningConfig:
 
 
 @dataclass(frozen=True)
+class TuningConfig:
+    """[tuning]: where the proxies of `tanplan run` (sweep trials, fit runs) learn.
+
+    TAN's proxies run at constant η_step, so each spends a large ε of its own; they protect the private
+    examples only when they never see them. public (default): they train and evaluate on public data of
+    the same task, so the launch's ε is the whole cost to the private examples. private: they use the
+    private training set, and the pipeline composes every release on it into its total ε."""
+
+    data: str = setting("public", "public | private", choices=("public", "private"))
+    path: str = setting("", "public: an .npz with x_train, y_train, x_test, y_test (the npz dataset's format); "
+                        "empty for mnist1d: an independent draw that tanplan generates (data.seed + 1)")
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     """[sweep]: the settings read by `tanplan sweep`; [sweep.space] stays a raw table until it is parsed
     (tanplan.workflow.sweep.space), which checks every value a trial could take."""
@@ -149,6 +165,7 @@ SECTIONS: dict[str, type] = {
     "privacy": PrivacyConfig,
     "train": TrainConfig,
     "pruning": PruningConfig,
+    "tuning": TuningConfig,
     "sweep": SweepConfig,
     "fit": FitConfig,
 }
@@ -171,6 +188,7 @@ class Config:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
+    tuning: TuningConfig = field(default_factory=TuningConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     fit: FitConfig = field(default_factory=FitConfig)
 
@@ -189,6 +207,29 @@ class Config:
     def get(self, dotted: str) -> Any:
         section, key = _split_key(dotted)
         return getattr(getattr(self, section), key)
+
+
+# What the (ε, δ) guarantee rests on: a sweep may not search these keys and a best.json may not set them
+# (privacy.clip_norm and the rest stay searchable: the noise follows C, the guarantee does not move).
+GUARANTEE_KEYS = ("privacy.epsilon", "privacy.delta", "privacy.sigma", "privacy.accountant", "privacy.noise_seed",
+                  "privacy.private", "data.dataset", "data.path", "data.num_samples", "data.train_examples",
+                  "data.seed", "train.batch_size", "train.steps")
+
+
+def check_tunable(keys: Iterable[str], where: str) -> None:
+    """UsageError naming the first key of `keys` that the privacy guarantee rests on (GUARANTEE_KEYS)."""
+    for key in keys:
+        canonical = RENAMED.get(key, key)
+        if canonical in GUARANTEE_KEYS:
+            raise UsageError(f"{where} sets {key}, which the privacy guarantee rests on: it is not allowed there; "
+                             "set it in the config itself (tunable: everything but "
+                             f"{', '.join(GUARANTEE_KEYS)})")
+
+
+def with_tuned(cfg: "Config", overrides: Mapping[str, Any], where: str) -> "Config":
+    """cfg with the overrides a sweep chose (best.json), refusing any key the guarantee rests on."""
+    check_tunable(overrides, where)
+    return cfg.with_overrides(dict(overrides)) if overrides else cfg
 
 
 def _split_key(dotted: str) -> tuple[str, str]:

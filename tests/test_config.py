@@ -98,3 +98,12 @@ def test_renamed_keys_are_read_under_their_new_names(tmp_path):
     path = tmp_path / "old.toml"
     path.write_text("[train]\ngrad_drop_method = \"magnitude\"\ngrad_drop_rate = 0.3\n")
     assert C.load_config(path).pruning.drop_method == "magnitude"
+
+
+def test_a_best_json_may_not_change_what_the_guarantee_rests_on():
+    cfg = C.load_config(None)
+    assert C.with_tuned(cfg, {"train.learning_rate": 0.5}, "best.json").train.learning_rate == 0.5
+    for key in ("privacy.epsilon", "privacy.sigma", "privacy.delta", "data.dataset", "train.batch_size",
+                "train.steps"):
+        with pytest.raises(UsageError, match=f"best.json sets {key}"):
+            C.with_tuned(cfg, {key: 1}, "best.json")

@@ -33,7 +33,9 @@ class DemoSpec:
     """Everything that determines the demo features (the cache key)."""
 
     private_samples: int = 10_000  # 8,000 train / 2,000 test
-    private_seed: int = 0
+    # Not 0: mnist1d draws that share a seed share examples, and `tanplan run`'s demo trains on seed 0. The
+    # demo's baselines must release nothing about the launch's private examples.
+    private_seed: int = 2
     public_samples: int = 10_000  # 8,000 to train the encoder, 2,000 to report its accuracy
     public_seed: int = 1
     width: int = 64

@@ -31,10 +31,10 @@ def run(args) -> int:
 
     from tanplan.reports import fit as fit_report
     from tanplan.workflow import fit
-    from tanplan.config import load_config
+    from tanplan.config import load_config, with_tuned
 
     cfg = load_config(args.config, args.set)
-    cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
+    cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
     section = cfg.fit
     sizes = args.batch_sizes or list(section.batch_sizes)
     seeds = args.seeds or section.seeds

@@ -38,12 +38,12 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     from tanplan.workflow import fit
-    from tanplan.config import load_config
+    from tanplan.config import load_config, with_tuned
     from tanplan.errors import UsageError
     from tanplan.workflow.launch import launch
 
     cfg = load_config(args.config, args.set)
-    cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
+    cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
     if args.backend == "local" and (args.num_workers != 1 or args.gpus_per_worker or args.address):
         raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
                          "use --backend ray")

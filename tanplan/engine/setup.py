@@ -18,7 +18,7 @@ def load_data(cfg: Config):
     from tanplan.data.dataset import with_train_examples
 
     d = cfg.data
-    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples),
+    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed),
                                d.train_examples)
 
 

@@ -115,3 +115,22 @@ class Ledger:
     def from_dict(cls, d: dict) -> "Ledger":
         releases = [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in d.get("releases", [])]
         return cls(releases, d.get("budget_epsilon"), d.get("delta"))
+
+
+def read_ledger(path) -> Ledger:
+    """The Ledger a run wrote to ledger.json."""
+    import json
+    from pathlib import Path
+
+    return Ledger.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "rdp") -> float | None:
+    """ε at δ of every release of every ledger composed: the cost to a dataset that all these runs trained
+    on (sequential composition of their DpEvents, by tanplan.privacy.accounting.epsilon_of_events).
+    None when any of them is non-private."""
+    from tanplan.privacy import accounting
+
+    if any(not ledger.private for ledger in ledgers):
+        return None
+    return accounting.epsilon_of_events([e for ledger in ledgers for e in ledger.events()], delta, accountant)

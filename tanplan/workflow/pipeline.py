@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tanplan.config import Config
+from tanplan.config import Config, with_tuned
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports.fit import figure_scaling
 from tanplan.reports.run import run_report
@@ -46,7 +46,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     sweep_summary = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
                                     log=lambda line: log(f"  {line}"))
     best = sweep_summary["best"] or {}
-    best_cfg = cfg.with_overrides(best.get("overrides", {}))
+    best_cfg = with_tuned(cfg, best.get("overrides", {}), "the sweep's best configuration")
 
     log(f"[3/{stages}] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
     fit_result = fit_stage.fit_batch_law(best_cfg, list(fit_cfg.batch_sizes), fit_cfg.seeds, out / "fit",
@@ -96,7 +96,7 @@ def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tup
     from tanplan.reports.baselines import markdown, write_outputs
     from tanplan.baselines.runner import baseline_rows
 
-    rows, notes = baseline_rows(epsilon, delta, features, public, seed=0)
+    rows, notes = baseline_rows(epsilon, delta, features, public, seed=None)  # noise from OS entropy
     source = features or "tanplan's demo features (public-pretrained 1D CNN on an independent mnist1d draw)"
     write_outputs(out, rows, notes, f"Baselines at ε = {epsilon:.4g}, δ = {delta:.2g} on {source}")
     return rows, (f"\n## Cheaper private methods at the same ε\nOn {source}, at ε = {epsilon:.4g}, δ = {delta:.2g} "

