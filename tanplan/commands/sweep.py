@@ -37,6 +37,7 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
     from tanplan.errors import UsageError
+    from tanplan.workflow import privacy_spent
     from tanplan.workflow.sweep.search import check_address, prepare, run_sweep
 
     if args.top_k is not None and args.top_k < 0:
@@ -56,6 +57,8 @@ def run(args) -> int:
         print(f"tanplan: sweep interrupted; finished trials are kept in {args.out}: continue with --resume",
               file=sys.stderr)
         return 130
+    spent = privacy_spent.report(Path(args.out) / "trials", args.out, "sweep trials and re-runs")
+    summary["privacy_spent"] = spent
     if args.json:
         print_json(summary)
         return 0
@@ -71,7 +74,10 @@ def run(args) -> int:
             rows.append((f"mean over {best['reruns']} seeds", f"{best['mean_accuracy']:.4f}{spread}"))
     rows += [("wall time", f"{summary['wall_seconds']['search']:.0f} s search, "
                            f"{summary['wall_seconds']['reruns']:.0f} s re-runs"),
-             ("written to", f"{args.out} (sweep.csv, best.json, sweep.md)")]
+             ("ε of all its runs composed", f"{spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) at "
+                                            f"δ = {spent['delta']:.3g}: the cost to the data they trained on"
+                                            if spent["delta"] else "nothing released"),
+             ("written to", f"{args.out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
     print_table(rows, title=f"tanplan sweep: {cfg.experiment.name}")
     return 0
 

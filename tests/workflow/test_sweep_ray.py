@@ -146,6 +146,12 @@ def test_two_trial_sweep_on_tiny_mnist1d(tmp_path, local_ray, tiny_toml, capsys)
     for trial, seed in zip(rows.trial, rows.seed):  # the engine trained the proxy, with the trial's seed
         run = json.loads((out / "trials" / f"search-{trial:04d}-seed{seed}" / "summary.json").read_text())
         assert run["batch_size"] == 64 and run["sigma"] == pytest.approx(1.0) and run["target"]["batch_size"] == 256
+    # the sweep reports what its two trials cost the data they trained on: their releases composed
+    from tanplan.privacy import accounting
+
+    trial_eps = [json.loads(p.read_text())["epsilon_rdp"] for p in (out / "trials").glob("*/ledger.json")]
+    composed = accounting.epsilon_of_events([accounting.dp_sgd_event(64 / 3200, 1.0, 4)] * 2, 1 / 3200, "rdp")
+    assert summary["privacy_spent"]["epsilon_rdp"] == pytest.approx(composed, rel=1e-9) > max(trial_eps)
     print(f"2-trial tiny mnist1d sweep: {time.perf_counter() - start:.0f} s (Ray already running)", file=sys.stderr)
 
 
