@@ -112,9 +112,17 @@ def epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = 
 
 def epsilon_of_events(events, delta: float, accountant: str = "rdp") -> float:
     """ε at δ of the composition of DpEvents under the accountant: THE function every ε in tanplan comes
-    from (a run's plan, its ledger, the launch's budget check, the pipeline's total). 0.0 for no event."""
+    from (a run's plan, its ledger, the launch's budget check, the pipeline's total). 0.0 for no event.
+
+    Memoised: DpEvents are frozen values, and a run asks for the same composition at every evaluation
+    and checkpoint."""
     if not events:
         return 0.0
+    return _epsilon_of_events(tuple(events), float(delta), accountant)
+
+
+@lru_cache(maxsize=1024)
+def _epsilon_of_events(events: tuple, delta: float, accountant: str) -> float:
     acc = make_accountant(accountant)
     for event in events:
         acc.compose(event)
