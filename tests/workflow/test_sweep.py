@@ -163,7 +163,7 @@ def test_interrupted_trials_are_requeued_with_their_seed(tmp_path, base_spec):
     killed.set_user_attr("seed", 41)
     assert sweep.finished_count(search) == 1 and sweep.running_numbers(search) == [killed.number]
 
-    assert sweep.requeue_interrupted(search) == [killed.number]
+    assert sweep.requeue_interrupted(search, sweep.open_storage(tmp_path)) == [killed.number]
     old = search.trials[killed.number]
     assert old.state == TrialState.FAIL and old.user_attrs["status"] == "interrupted"
     assert sweep.finished_count(search) == 1 and sweep.running_numbers(search) == []
