@@ -18,6 +18,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pd = pytest.importorskip("pandas")
 
+import fakes  # noqa: E402
 from tanplan import cli  # noqa: E402
 from tanplan.workflow.sweep import search as sweep  # noqa: E402
 from tanplan.config import load_config  # noqa: E402
@@ -50,6 +51,7 @@ TINY_ARGS = ["--proxy-batch-size", "64", "--top-k", "0"]
 @pytest.fixture(scope="module")
 def local_ray():
     started = sweep.connect_ray(None)  # the sweeps below find it running and reuse it
+    ray.cloudpickle.register_pickle_by_value(fakes)  # Ray workers cannot import tests/fakes.py: send it by value
     yield
     if started:
         ray.shutdown()
@@ -74,16 +76,7 @@ def _search_rows(out):
 def test_fake_objective_search_reruns_results_and_extension(tmp_path, local_ray):
     calls = tmp_path / "calls.txt"
 
-    def fake_train(cfg, workdir, *, progress, on_eval):  # defined here so that Ray pickles it by value
-        import math
-
-        with open(calls, "a") as f:
-            f.write(f"{cfg.experiment.seed}\n")
-        acc = 0.9 - 0.05 * (math.log2(cfg.train.learning_rate) - 2) ** 2 - 0.2 * cfg.train.momentum
-        acc += 0.001 * (cfg.experiment.seed % 5)  # seeds matter a little
-        for step in range(2, cfg.train.steps + 1, 2):
-            on_eval(step, {"test_accuracy": acc * step / cfg.train.steps, "loss": 1.0})
-        return {"test_accuracy": acc, "steps": cfg.train.steps, "sigma": cfg.privacy.sigma}
+    fake_train = fakes.fake_sweep_train(momentum_cost=0.2, seed_effect=0.001, calls=str(calls))  # seeds matter a little
 
     cfg = load_config(None, ["train.batch_size=512", "train.steps=6", "train.eval_every=2", "privacy.sigma=2.0",
                              "sweep.space={learning_rate={low=0.5,high=16.0,log=true}, momentum=[0.0,0.9]}"])
