@@ -21,6 +21,7 @@ pd = pytest.importorskip("pandas")
 import fakes  # noqa: E402
 from tanplan import cli  # noqa: E402
 from tanplan.workflow.sweep import search as sweep  # noqa: E402
+from tanplan.workflow.sweep import study  # noqa: E402
 from tanplan.config import load_config  # noqa: E402
 
 TINY_TOML = """
@@ -161,7 +162,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 400
-        while _finished_trials(out / sweep.STUDY_FILE) < 1:
+        while _finished_trials(out / study.STUDY_FILE) < 1:
             assert proc.poll() is None, f"the sweep ended before it could be killed: {proc.stderr.read()}"
             assert time.monotonic() < deadline, "no trial finished in time"
             time.sleep(0.5)
@@ -175,7 +176,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
 
     import optuna
 
-    killed = optuna.load_study(study_name=sweep.SEARCH_STUDY, storage=sweep.storage_url(out))
+    killed = optuna.load_study(study_name=study.SEARCH_STUDY, storage=study.storage_url(out))
     first = [t for t in killed.trials if t.state.name == "COMPLETE"]
     assert len(first) >= 1 and len(first) < 3
     kept = {t.number: (t.user_attrs["started_at"], t.params) for t in first}
@@ -187,7 +188,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
     assert cli.main([*command, "--resume"]) == 0, capsys.readouterr().err
     rows = _search_rows(out)
     assert (rows.status == "finished").sum() == 3
-    resumed = optuna.load_study(study_name=sweep.SEARCH_STUDY, storage=sweep.storage_url(out))
+    resumed = optuna.load_study(study_name=study.SEARCH_STUDY, storage=study.storage_url(out))
     for number, (started_at, params) in kept.items():  # finished trials were not run again
         assert resumed.trials[number].user_attrs["started_at"] == started_at
         assert summaries[number].stat().st_mtime_ns == mtimes[number]
