@@ -1,5 +1,11 @@
 """The one fake engine of the test suite: stands in for tanplan.engine.loop.train_and_evaluate so that
-stages (fit, launch, pipeline) run in milliseconds, with accuracies from a known law."""
+stages (fit, launch, pipeline, sweep) run in milliseconds, with accuracies from a known law.
+
+- fake_train(law, noise): accuracy a law of the batch size (the batch scaling law of fit and pipeline);
+- fake_sweep_train(...): accuracy a law of the searched hyper-parameters, with the evaluations and the
+  summary keys a sweep trial reads; failing_train(error): a run that diverges or crashes. Ray workers cannot import this module (tests/ is not on their path):
+  call `ray.cloudpickle.register_pickle_by_value(fakes)` first, so that its functions travel by value.
+"""
 
 import math
 
@@ -26,3 +32,35 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
     return train_fn
 
 
+def fake_sweep_train(*, momentum_cost: float = 0.0, seed_effect: float = 0.0, calls=None):
+    """A train_fn whose accuracy peaks at learning rate 4: 0.9 − 0.05·(log2 lr − 2)² − momentum_cost·momentum
+    + seed_effect·(seed mod 5). It evaluates every train.eval_every steps through on_eval (accuracy rising
+    linearly to the final one) and returns the summary keys a sweep trial reads. When `calls` names a
+    file, each call appends its experiment seed there (a Ray worker's calls are seen by the test)."""
+
+    def train_fn(cfg, workdir, *, progress=True, on_eval=None, resume=False):
+        t, seed = cfg.train, cfg.experiment.seed
+        if calls is not None:
+            with open(calls, "a") as f:
+                f.write(f"{seed}\n")
+        acc = 0.9 - 0.05 * (math.log2(t.learning_rate) - 2) ** 2 - momentum_cost * t.momentum + seed_effect * (seed % 5)
+        for step in range(t.eval_every, t.steps + 1, t.eval_every):
+            if on_eval is not None:
+                on_eval(step, {"test_accuracy": acc * step / t.steps, "loss": np.float32(1.5), "epsilon_spent": None})
+        return {"test_accuracy": acc, "wall_seconds": 0.5, "steps": t.steps, "params_checksum": "ab",
+                "seed_seen": seed, "sigma": cfg.privacy.sigma, "batch_size": t.proxy_batch_size}
+
+    return train_fn
+
+
+def failing_train(error: Exception, evaluations=()):
+    """A train_fn that reports `evaluations` ((step, metrics) pairs) through on_eval, then raises `error`:
+    a run that diverges (tanplan.errors.TrainingDiverged) or crashes (any other exception)."""
+
+    def train_fn(cfg, workdir, *, progress=True, on_eval=None, resume=False):
+        for step, metrics in evaluations:
+            if on_eval is not None:
+                on_eval(step, metrics)
+        raise error
+
+    return train_fn

@@ -1,13 +1,10 @@
 """Config: TOML files, dotted overrides, validation with one-line errors, TOML round trip."""
 
-from pathlib import Path
-
 import pytest
+from helpers import CONFIG
 
 from tanplan import config as C
 from tanplan.errors import UsageError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_defaults_match_the_contract():
@@ -18,7 +15,7 @@ def test_defaults_match_the_contract():
 
 
 def test_default_experiment_file_loads():
-    cfg = C.load_config(ROOT / "experiments" / "mnist1d.toml")
+    cfg = C.load_config(CONFIG)
     assert cfg.data.dataset == "mnist1d" and cfg.privacy.epsilon <= 8
 
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tanplan"
 
 # Lower ranks sit below higher ones: a module may import from its own rank or below, never above.

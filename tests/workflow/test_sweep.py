@@ -2,11 +2,10 @@
 the plan it pins, and the one-line errors of `tanplan sweep` (none of these tests starts Ray)."""
 
 import dataclasses
-import math
 import time
 
-import numpy as np
 import pytest
+from fakes import failing_train, fake_sweep_train
 
 from tanplan import cli
 from tanplan.workflow.sweep import search as sweep
@@ -38,12 +37,7 @@ def _spec(base, **changes):
     return dataclasses.replace(base, **changes)
 
 
-def fake_train(cfg, workdir, *, progress=True, on_eval=None, resume=False):
-    acc = 0.9 - 0.05 * (math.log2(cfg.train.learning_rate) - 2) ** 2
-    for step in range(cfg.train.eval_every, cfg.train.steps + 1, cfg.train.eval_every):
-        on_eval(step, {"test_accuracy": acc * step / cfg.train.steps, "loss": np.float32(1.5), "epsilon_spent": None})
-    return {"test_accuracy": acc, "wall_seconds": 0.5, "steps": cfg.train.steps, "params_checksum": "ab",
-            "seed_seen": cfg.experiment.seed, "sigma": cfg.privacy.sigma, "batch_size": cfg.train.proxy_batch_size}
+fake_train = fake_sweep_train()
 
 
 # ---------------------------------------------------------------- prepare: the plan every trial trains
@@ -109,14 +103,8 @@ def test_run_trial_reports_intermediate_then_final(tmp_path, base_spec):
 
 def test_run_trial_records_divergence_and_errors(tmp_path, base_spec):
     spec = base_spec
-
-    def diverge(cfg, workdir, *, progress, on_eval, resume=False):
-        on_eval(2, {"test_accuracy": 0.3})
-        raise TrainingDiverged("loss is nan at step 3")
-
-    def crash(cfg, workdir, *, progress, on_eval, resume=False):
-        raise RuntimeError("out of memory")
-
+    diverge = failing_train(TrainingDiverged("loss is nan at step 3"), [(2, {"test_accuracy": 0.3})])
+    crash = failing_train(RuntimeError("out of memory"))
     for fn, status, text in ((diverge, "diverged", "nan"), (crash, "error", "RuntimeError: out of memory")):
         result = trial.run_trial(_job(), base=spec.base, dims=spec.dims, trials_dir=str(tmp_path), train_fn=fn)
         assert result["status"] == status and text in result["error"]
@@ -163,7 +151,7 @@ def test_interrupted_trials_are_requeued_with_their_seed(tmp_path, base_spec):
     killed.set_user_attr("seed", 41)
     assert sweep.finished_count(search) == 1 and sweep.running_numbers(search) == [killed.number]
 
-    assert sweep.requeue_interrupted(search) == [killed.number]
+    assert sweep.requeue_interrupted(search, sweep.open_storage(tmp_path)) == [killed.number]
     old = search.trials[killed.number]
     assert old.state == TrialState.FAIL and old.user_attrs["status"] == "interrupted"
     assert sweep.finished_count(search) == 1 and sweep.running_numbers(search) == []

@@ -18,8 +18,10 @@ import pytest
 ray = pytest.importorskip("ray")
 pd = pytest.importorskip("pandas")
 
+import fakes  # noqa: E402
 from tanplan import cli  # noqa: E402
 from tanplan.workflow.sweep import search as sweep  # noqa: E402
+from tanplan.workflow.sweep import study  # noqa: E402
 from tanplan.config import load_config  # noqa: E402
 
 TINY_TOML = """
@@ -50,6 +52,7 @@ TINY_ARGS = ["--proxy-batch-size", "64", "--top-k", "0"]
 @pytest.fixture(scope="module")
 def local_ray():
     started = sweep.connect_ray(None)  # the sweeps below find it running and reuse it
+    ray.cloudpickle.register_pickle_by_value(fakes)  # Ray workers cannot import tests/fakes.py: send it by value
     yield
     if started:
         ray.shutdown()
@@ -74,16 +77,7 @@ def _search_rows(out):
 def test_fake_objective_search_reruns_results_and_extension(tmp_path, local_ray):
     calls = tmp_path / "calls.txt"
 
-    def fake_train(cfg, workdir, *, progress, on_eval, resume=False):  # defined here so that Ray pickles it by value
-        import math
-
-        with open(calls, "a") as f:
-            f.write(f"{cfg.experiment.seed}\n")
-        acc = 0.9 - 0.05 * (math.log2(cfg.train.learning_rate) - 2) ** 2 - 0.2 * cfg.train.momentum
-        acc += 0.001 * (cfg.experiment.seed % 5)  # seeds matter a little
-        for step in range(2, cfg.train.steps + 1, 2):
-            on_eval(step, {"test_accuracy": acc * step / cfg.train.steps, "loss": 1.0})
-        return {"test_accuracy": acc, "steps": cfg.train.steps, "sigma": cfg.privacy.sigma}
+    fake_train = fakes.fake_sweep_train(momentum_cost=0.2, seed_effect=0.001, calls=str(calls))  # seeds matter a little
 
     cfg = load_config(None, ["train.batch_size=512", "train.steps=6", "train.eval_every=2", "privacy.sigma=2.0",
                              "sweep.space={learning_rate={low=0.5,high=16.0,log=true}, momentum=[0.0,0.9]}"])
@@ -175,7 +169,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 400
-        while _finished_trials(out / sweep.STUDY_FILE) < 1:
+        while _finished_trials(out / study.STUDY_FILE) < 1:
             assert proc.poll() is None, f"the sweep ended before it could be killed: {proc.stderr.read()}"
             assert time.monotonic() < deadline, "no trial finished in time"
             time.sleep(0.5)
@@ -189,7 +183,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
 
     import optuna
 
-    killed = optuna.load_study(study_name=sweep.SEARCH_STUDY, storage=sweep.storage_url(out))
+    killed = optuna.load_study(study_name=study.SEARCH_STUDY, storage=study.storage_url(out))
     first = [t for t in killed.trials if t.state.name == "COMPLETE"]
     assert len(first) >= 1 and len(first) < 3
     kept = {t.number: (t.user_attrs["started_at"], t.params) for t in first}
@@ -201,7 +195,7 @@ def test_sigkill_after_first_trial_then_resume(tmp_path, local_ray, tiny_toml, c
     assert cli.main([*command, "--resume"]) == 0, capsys.readouterr().err
     rows = _search_rows(out)
     assert (rows.status == "finished").sum() == 3
-    resumed = optuna.load_study(study_name=sweep.SEARCH_STUDY, storage=sweep.storage_url(out))
+    resumed = optuna.load_study(study_name=study.SEARCH_STUDY, storage=study.storage_url(out))
     for number, (started_at, params) in kept.items():  # finished trials were not run again
         assert resumed.trials[number].user_attrs["started_at"] == started_at
         assert summaries[number].stat().st_mtime_ns == mtimes[number]

@@ -9,12 +9,11 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Any
 
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports import sweep as sweep_report
 from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, INTERRUPTED, METRIC, PRUNED, STUDY_FILE,
-                                          SweepSpec, top_trials)
+                                          SweepSpec, finite, top_trials)
 from tanplan.workflow.sweep.space import overrides
 
 STATUSES = (FINISHED, PRUNED, DIVERGED, ERROR, INTERRUPTED)
@@ -72,7 +71,7 @@ def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
     ranked = []
     for t in top_trials(search, spec.top_k or 1):
         accs = [a for a in reruns_df.loc[(reruns_df.source_trial == t.number) & (reruns_df.status == FINISHED),
-                                         METRIC].tolist() if _finite(a)]
+                                         METRIC].tolist() if finite(a)]
         mean = sum(accs) / len(accs) if accs else None
         std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else None
         ranked.append({"trial": t.number, "params": dict(t.params), "overrides": overrides(spec.dims, t.params),
@@ -142,9 +141,6 @@ def _csv(df) -> str:
 
 
 def _sum(series) -> float | None:
-    values = [v for v in series.tolist() if _finite(v)]
+    values = [v for v in series.tolist() if finite(v)]
     return float(sum(values)) if values else 0.0
 
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

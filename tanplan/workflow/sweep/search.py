@@ -6,9 +6,9 @@ searched keys overridden and its own seed. Then the top-k configurations are re-
 seeds and ranked by their mean accuracy (a search winner is biased upwards: it won partly by luck).
 
 Resume: the Optuna study in DIR/study.sqlite3 is the one record of the sweep; Ray Tune's own
-experiment restore is not used. The searcher writes each trial to the study when Optuna proposes it
-(RUNNING), and when Ray reports the trial's end it first stores the trial's row (accuracy, wall
-seconds, status, seed) as user attributes, then its state (COMPLETE, PRUNED, FAIL): a trial counts as
+experiment restore is not used. The searcher (tanplan.workflow.sweep.searcher) asks the study for each
+trial (RUNNING), and when Ray reports the trial's end it first stores the trial's row (accuracy, wall
+seconds, status, seed) as user attributes, then tells its state (COMPLETE, PRUNED, FAIL): a trial counts as
 finished only once its state is written, so a kill in between just runs it again. A sweep killed by
 SIGKILL or SIGINT leaves its unfinished trials RUNNING; `--resume` marks them interrupted, queues the
 same parameters and seed again, counts the finished ones and asks Ray Tune for the rest only, in a
@@ -26,7 +26,6 @@ accounting does not cover (as in the paper).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import sys
@@ -37,9 +36,9 @@ from typing import Any, Callable
 from tanplan.errors import UsageError
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
-from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, METRIC, PRUNED, SweepSpec, _finite,
-                                          finished_count, open_studies, outcome, requeue_interrupted,
-                                          rerun_jobs, running_numbers)
+from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, finished_count, finite,
+                                          open_storage, open_studies, outcome, requeue_interrupted, rerun_jobs,
+                                          running_numbers)
 from tanplan.workflow.sweep.trial import make_trainable
 
 # ---------------------------------------------------------------- the spec (driver, before Ray)
@@ -108,52 +107,6 @@ def _models():
     except ImportError:
         return None
     return available_models()
-
-
-def _make_searcher(space, *, study, sampler, seed: int):
-    """OptunaSearch that seeds each trial and records each outcome, row included, in the study."""
-    from optuna.trial import TrialState
-    from ray.tune.search.optuna import OptunaSearch
-
-    class StudySearch(OptunaSearch):
-        def suggest(self, trial_id: str):
-            params = super().suggest(trial_id)
-            if not isinstance(params, dict):
-                return params
-            ot_trial = self._ot_trials[trial_id]
-            trial_seed = ot_trial.user_attrs.get("seed")
-            if trial_seed is None:  # a re-queued trial keeps the seed it had
-                trial_seed = seed + ot_trial.number
-                ot_trial.set_user_attr("seed", trial_seed)
-            ot_trial.set_user_attr("started_at", time.time())
-            return {"job": {"params": dict(ot_trial.params), "trial": ot_trial.number, "seed": trial_seed,
-                            "kind": "search"}}
-
-        def on_trial_result(self, trial_id: str, result: dict):
-            value, ot_trial = result.get(self.metric), self._ot_trials.get(trial_id)
-            if ot_trial is None or result.get("final") or value is None or not math.isfinite(value):
-                return
-            ot_trial.report(float(value), int(result.get("step", result.get("training_iteration", 0))))
-
-        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False):
-            ot_trial = self._ot_trials.get(trial_id)
-            if ot_trial is None or trial_id in self._completed_trials:
-                return
-            self._completed_trials.add(trial_id)
-            status, row = outcome(result, error, self.metric)
-            for key, value in row.items():
-                ot_trial.set_user_attr(key, value)
-            state = {FINISHED: TrialState.COMPLETE, PRUNED: TrialState.PRUNED,
-                     DIVERGED: TrialState.PRUNED}.get(status, TrialState.FAIL)
-            value = row.get(METRIC) if state == TrialState.COMPLETE else None
-            try:
-                self._ot_study.tell(ot_trial, value, state=state)
-            except Exception as exc:  # e.g. a NaN accuracy: keep the trial, as a failure
-                print(f"tanplan sweep: could not record trial {ot_trial.number}: {exc}", file=sys.stderr)
-                self._ot_study.tell(ot_trial, None, state=TrialState.FAIL)
-
-    return StudySearch(space, metric=METRIC, mode="max", sampler=sampler, study_name=study.study_name,
-                       storage=study._storage)
 
 
 # ---------------------------------------------------------------- Ray
@@ -253,8 +206,9 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with _exclusive(out):
-        search, reruns = open_studies(out, spec, resume=resume)
-        requeued = requeue_interrupted(search)
+        storage = open_storage(out)
+        search, reruns = open_studies(out, spec, resume=resume, storage=storage)
+        requeued = requeue_interrupted(search, storage)
         if requeued:
             log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
         started_ray = connect_ray(address)
@@ -266,7 +220,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
             if done:
                 log(f"resume: {done} of {spec.trials} trials already finished")
             if spec.trials > done:
-                _search(spec, out, search, spec.trials - done, train_fn, log)
+                _search(spec, out, search, storage, spec.trials - done, train_fn, log)
             interrupted = running_numbers(search)
             if not interrupted:
                 jobs = rerun_jobs(search, reruns, spec)
@@ -311,14 +265,17 @@ def _run_config(out: Path, kind: str, callbacks: list):
                           verbose=0, callbacks=callbacks, failure_config=tune.FailureConfig(max_failures=0))
 
 
-def _search(spec: SweepSpec, out: Path, study, count: int, train_fn, log) -> None:
+def _search(spec: SweepSpec, out: Path, study, storage, count: int, train_fn, log) -> None:
     import optuna
     from ray import tune
+
+    from tanplan.workflow.sweep.searcher import StudySearcher
 
     _tune_env()
     resources, concurrency = trial_resources(spec.max_concurrent)
     sampler = optuna.samplers.TPESampler(seed=spec.seed + len(study.trials), n_startup_trials=spec.startup_trials)
-    searcher = _make_searcher(to_optuna(spec.dims), study=study, sampler=sampler, seed=spec.seed)
+    searcher = StudySearcher(to_optuna(spec.dims), storage=storage, study_name=study.study_name, sampler=sampler,
+                             seed=spec.seed)
     scheduler = None
     if spec.scheduler == "asha":
         from ray.tune.schedulers import ASHAScheduler
@@ -376,7 +333,7 @@ def _progress(phase: str, total: int, log):
             params = " ".join(f"{k}={_short(v)}" for k, v in job.get("params", {}).items())
             status = result.get("status", FINISHED) if result.get("final") else PRUNED
             acc = result.get(METRIC)
-            acc_text = f"acc {acc:.4f}" if _finite(acc) else "acc -"
+            acc_text = f"acc {acc:.4f}" if finite(acc) else "acc -"
             seconds = result.get("wall_seconds", result.get("time_total_s", 0))
             log(f"{phase} {self.count}/{total}  trial {job.get('trial')} seed {job.get('seed')}  {params}  "
                 f"{acc_text}  {seconds:.0f} s  {status}")

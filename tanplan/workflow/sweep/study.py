@@ -55,14 +55,21 @@ def storage_url(out: Path) -> str:
     return f"sqlite:///{(Path(out) / STUDY_FILE).resolve()}"
 
 
-def open_studies(out: Path, spec: SweepSpec, *, resume: bool):
+def open_storage(out: Path):
+    """The Optuna storage of the sweep in DIR: one SQLite file, DIR/study.sqlite3, for both studies."""
+    import optuna
+
+    return optuna.storages.RDBStorage(storage_url(out))
+
+
+def open_studies(out: Path, spec: SweepSpec, *, resume: bool, storage=None):
     """(search study, re-run study) in DIR/study.sqlite3; refuse to mix two different sweeps."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = Path(out)
     exists = (out / STUDY_FILE).exists()
-    storage = optuna.storages.RDBStorage(storage_url(out))
+    storage = storage or open_storage(out)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage)} if exists else set()
     if SEARCH_STUDY in names:
         search = optuna.load_study(study_name=SEARCH_STUDY, storage=storage)
@@ -89,15 +96,21 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str:
     return f"{path or 'value'}: stored {a!r}, now {b!r}"
 
 
-def requeue_interrupted(study) -> list[int]:
-    """Trials left RUNNING by a killed sweep: mark them interrupted and queue them again, same seed."""
+def requeue_interrupted(study, storage) -> list[int]:
+    """Trials left RUNNING by a killed sweep: mark them interrupted and queue them again, same seed.
+
+    `storage` is the one the study was opened on (open_storage). A RUNNING trial of an earlier process
+    has no live `optuna.trial.Trial` here, so its attribute and state are written through the storage's
+    own trial-level methods (public methods of `optuna.storages.RDBStorage`); the state comes last.
+    """
     from optuna.trial import TrialState
 
-    storage = study._storage  # the RDB storage we opened; its trial-level API is public
+    study_id = storage.get_study_id_from_name(study.study_name)
     numbers = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        storage.set_trial_user_attr(t._trial_id, "status", INTERRUPTED)
-        storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        storage.set_trial_user_attr(trial_id, "status", INTERRUPTED)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
         attrs = {"requeued_from": t.number}
         if "seed" in t.user_attrs:
             attrs["seed"] = t.user_attrs["seed"]
@@ -128,16 +141,16 @@ def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[
         status = ERROR
     elif result.get("final"):
         status = result.get("status", FINISHED)
-        if status == FINISHED and not _finite(result.get(metric)):
+        if status == FINISHED and not finite(result.get(metric)):
             status = ERROR
     else:
         status = PRUNED  # stopped by the scheduler at an intermediate evaluation
-    if not _finite(result.get("wall_seconds")) and _finite(result.get("time_total_s")):
+    if not finite(result.get("wall_seconds")) and finite(result.get("time_total_s")):
         result["wall_seconds"] = result["time_total_s"]  # Ray's clock, for a trial stopped early
     row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "loss", "epsilon_rdp",
                                          "epsilon_pld", "sigma", "batch_size", "steps", "step")
-           if _finite(result.get(k))}
-    if status == PRUNED and _finite(result.get(metric)):
+           if finite(result.get(k))}
+    if status == PRUNED and finite(result.get(metric)):
         row["last_" + metric] = row.pop(metric)
     if status == ERROR and error and not result.get("error"):
         result["error"] = "the Ray worker failed (see DIR/ray for its log)"
@@ -145,7 +158,8 @@ def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[
     return status, row
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
+    """A real, finite number (not a bool, not NaN or infinite)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
