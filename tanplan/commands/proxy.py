@@ -8,9 +8,9 @@ from tanplan.commands.plan import add_target_arguments, plan_of
 HELP = "derive constant-TAN proxies (B', σ·B'/B, S) of a target plan for cheap hyper-parameter search"
 
 CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it trains at the target's η_step and S, "
-          "so it should behave like the target. Its own ε is no guarantee for anything you release, and "
-          "tuning on the private data itself is not accounted (TAN §5.2): tune on public or similar data "
-          "where you can.")
+          "so it should behave like the target. Its own ε (large: σ' is small) is what it costs the data it "
+          "trains on: train proxies on public data of the same task (`tanplan run` does, [tuning] data = "
+          "\"public\"), or count them in the total ε ([tuning] data = \"private\").")
 
 
 def configure(parser) -> None:

@@ -15,7 +15,9 @@ steps this process took before, so a resumed run continues with the identical ba
 ends with the parameters of an uninterrupted run, bit for bit on the same devices.
 
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
-counts them, and the ε reported is the ledger's. SIGTERM and SIGINT finish the step in flight, save a
+counts them, and the ε reported is the ledger's. What the run publishes (metrics.jsonl, summary.json,
+ledger.json, model/) is a function of the noisy parameters and the test set only; the training loss and
+accuracy of the private batches, which carry no noise, go to the private folder (and the progress bar). SIGTERM and SIGINT finish the step in flight, save a
 checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues. A non-finite loss
 stops with TrainingDiverged; the last good checkpoint is kept. Files: tanplan.engine.run_folder.
 """
@@ -109,15 +111,16 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         def evaluate_now(step: int) -> dict:
             ledger.advance(release, step)  # the evaluated parameters are released: their steps count
             params = run_params(state)
-            record = {"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy"),
-                      **evaluation.evaluate(run.eval_batch, params, run.dataset.x_test, run.dataset.y_test,
-                                            t_cfg.eval_batch_size, run.local_mesh),
+            record = {"step": step, **evaluation.evaluate(run.eval_batch, params, run.dataset.x_test,
+                                                          run.dataset.y_test, t_cfg.eval_batch_size, run.local_mesh),
                       "epsilon_spent": ledger.epsilon("rdp")}
             if state.ema_params is not None:
                 raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.x_test, run.dataset.y_test,
                                           t_cfg.eval_batch_size, run.local_mesh)
                 record["test_accuracy_no_ema"] = raw["test_accuracy"]
             folder.append_metrics(record)
+            # The training loss and accuracy of the private batch carry no noise: private diagnostics only.
+            folder.append_diagnostics({"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy")})
             folder.write_ledger(ledger)
             if on_eval is not None:
                 on_eval(step, record)

@@ -1,13 +1,15 @@
 """The files of one run, which of them are private, and how a run resumes from them.
 
     out/config.toml      the config (public)
-    out/metrics.jsonl    one line per evaluation (public)
+    out/metrics.jsonl    one line per evaluation: test metrics and the ε spent (public)
     out/ledger.json      every release and the ε spent (public; written before each checkpoint, so a
                          kill in between leaves it ahead of the checkpoint: an over-report, never under)
     out/summary.json     the RunSummary (public)
     out/model/           the released model (public; tanplan.engine.release)
-    out/checkpoint/      PRIVATE, owner-only: orbax checkpoints and the run's secret (run_secret.json).
-                         Whoever reads it can replay the noise: never publish it.
+    out/checkpoint/      PRIVATE, owner-only: orbax checkpoints, the run's secret (run_secret.json) and
+                         the training diagnostics (train_diagnostics.jsonl: loss and accuracy of the
+                         private batches, without noise). Whoever reads it can replay the noise: never
+                         publish it.
     out/.tanplan.lock    held while a process trains into out
 
 workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only.
@@ -26,6 +28,7 @@ from tanplan.fileio import exclusive, write_json_atomic, write_text_atomic
 
 METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint"
+DIAGNOSTICS = "train_diagnostics.jsonl"
 
 
 class RunFolder:
@@ -98,17 +101,22 @@ class RunFolder:
         if self.out is None or not self.primary:
             return
         write_text_atomic(self.out / "config.toml", config_to_toml(cfg))
-        path = self.out / METRICS
-        if start == 0:
-            path.unlink(missing_ok=True)
-            return
-        if path.exists():
-            kept = [json.dumps(r) for r in read_metrics(path) if r["step"] <= start]
-            write_text_atomic(path, "".join(line + "\n" for line in kept))
+        for path in (self.out / METRICS, self.out / CHECKPOINT / DIAGNOSTICS):
+            if start == 0:
+                path.unlink(missing_ok=True)
+            elif path.exists():
+                kept = [json.dumps(r) for r in read_metrics(path) if r["step"] <= start]
+                write_text_atomic(path, "".join(line + "\n" for line in kept))
 
     def append_metrics(self, record: dict) -> None:
         if self.out is not None and self.primary:
             with open(self.out / METRICS, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def append_diagnostics(self, record: dict) -> None:
+        """Training loss and accuracy of the private batches (no noise): into the private folder only."""
+        if self.out is not None and self.primary:
+            with open(self.out / CHECKPOINT / DIAGNOSTICS, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
     def save(self, step: int, state, meta: dict, ledger) -> None:

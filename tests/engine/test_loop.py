@@ -178,3 +178,13 @@ def test_nan_loss_stops_keeps_last_good_checkpoint_and_exits_1(tiny_npz, tmp_pat
     assert all(np.isfinite(leaf).all() for leaf in saved_params(tmp_path / "nan"))
     code = cli.main(["train", "--quiet", "--out", str(tmp_path / "nan2")] + sum([["--set", o] for o in overrides], []))
     assert code == 1 and "diverged" in capsys.readouterr().err
+
+
+def test_public_files_hold_no_noiseless_statistic_of_the_private_batches(tiny_npz, tmp_path):
+    out = tmp_path / "run"
+    train_and_evaluate(_cfg(tiny_npz), out, progress=False)
+    public = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert public and all(set(r) <= {"step", "test_loss", "test_accuracy", "test_accuracy_no_ema", "epsilon_spent"}
+                          for r in public)
+    private = [json.loads(x) for x in (out / "checkpoint" / "train_diagnostics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in private] == [r["step"] for r in public] and "loss" in private[0]

@@ -147,7 +147,7 @@ def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[
         status = PRUNED  # stopped by the scheduler at an intermediate evaluation
     if not finite(result.get("wall_seconds")) and finite(result.get("time_total_s")):
         result["wall_seconds"] = result["time_total_s"]  # Ray's clock, for a trial stopped early
-    row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "loss", "epsilon_rdp",
+    row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "test_loss", "epsilon_rdp",
                                          "epsilon_pld", "sigma", "batch_size", "steps", "step")
            if finite(result.get(k))}
     if status == PRUNED and finite(result.get(metric)):
