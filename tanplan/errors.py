@@ -1,7 +1,8 @@
 """Errors the CLI turns into exit codes (DESIGN.md, Conventions).
 
 UsageError -> 2 (bad input, one line naming the value and what is allowed);
-BudgetExceeded -> 3 (a privacy budget would be exceeded); TrainingDiverged -> 1.
+BudgetExceeded -> 3 (a privacy budget would be exceeded); NotLaunched -> 4 (`tanplan run` stopped
+before the full-scale launch because its proxies cannot predict it); TrainingDiverged -> 1.
 """
 
 
@@ -21,6 +22,16 @@ class BudgetExceeded(TanplanError):
     """A run or release would spend more privacy than the budget allows."""
 
     exit_code = 3
+
+
+class NotLaunched(TanplanError):
+    """`tanplan run` stopped before the launch: no knee in the proxy budget, or the law does not hold.
+
+    Raised after the report and summary are written (launched: false, the reason, what to change);
+    the message is the reason. `--launch-anyway` launches regardless.
+    """
+
+    exit_code = 4
 
 
 class TrainingDiverged(TanplanError):
