@@ -53,16 +53,17 @@ def fit_markdown(result: dict) -> str:
     target = result["target_batch_size"]
     if result["predicted_accuracy"] is None:
         return (f"{line}. **No prediction**: the fitted line leaves [0, 1] before B = {target} (it reaches "
-                f"{result['line_at_target']:.3f} there, which is not an accuracy). The law does not hold over this "
-                f"range: {result['verdict']}.")
+                f"{result['line_at_target']:.3f} there, which is not an accuracy). {_capital(result['verdict'])}.")
     low, high = result["prediction_interval"]
     warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
     if result.get("model") == "flat":
         ll = result["loglinear_prediction"]
         s_low, s_high = result["slope_interval"]
-        alone = (f"The line alone would predict {ll['predicted_accuracy']:.4f} [{ll['prediction_interval'][0]:.4f}, "
-                 f"{ll['prediction_interval'][1]:.4f}]." if 0.0 <= ll["predicted_accuracy"] <= 1.0 else
-                 "The line alone would leave [0, 1] at the target.")
+        l_low, l_high = ll["prediction_interval"]
+        alone = (f"The line alone (not used) would give {ll['predicted_accuracy']:.4f} [{l_low:.4f}, {l_high:.4f}]."
+                 if 0.0 <= l_low and l_high <= 1.0 else
+                 f"The line alone (not used) gives no accuracy: its {result['level']:.0%} interval at the target "
+                 f"leaves [0, 1].")
         warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
                    f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). {alone}") + warning
     return (f"{line}; predicted at B = {target}: {result['predicted_accuracy']:.4f} "
@@ -75,6 +76,10 @@ def prediction_text(result: dict) -> str:
         return "no prediction (the fitted line leaves [0, 1] at the target)"
     low, high = result["prediction_interval"]
     return f"predicted {result['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _sizes(result: dict) -> list[int]:

@@ -219,8 +219,9 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
         knee = find_knee(rungs, alpha)
         if len(rungs) >= 2:
             test = knee.tests[-1]
+            decision = "still rising" if test.rising else f"not rising: knee at B'={test.lower}"
             log(f"  ladder: B'={test.lower}→{test.upper}: accuracy {test.rise:+.4f} (± {test.se:.4f}, one-sided "
-                f"p = {test.p_value:.3f}): {'still rising' if test.rising else 'not rising: knee at B′=' + str(test.lower)}")
+                f"p = {test.p_value:.3f}): {decision}")
         result = _result(cfg, planned, rungs, rows, knee, alpha, basis, time.perf_counter() - started)
         if out is not None:
             write_json_atomic(out / LADDER_FILE, result)
