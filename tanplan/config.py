@@ -129,12 +129,13 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class FitConfig:
-    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, tanplan.workflow.scaling)."""
+    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, .scaling, and .ladder for "auto")."""
 
     batch_sizes: tuple | str = setting("auto", "proxy batch sizes B', or \"auto\": the proxy ladder finds the knee "
                                        "of accuracy against B' and fits the law past it (tanplan.workflow.ladder)",
                                        item=int, lo=1, example=(64, 128))
-    seeds: int = setting(3, "seeds per proxy batch size of an explicit batch_sizes list", lo=1)
+    seeds: int = setting(3, "seeds per proxy batch size of an explicit batch_sizes list (and of --vary steps, data)",
+                         lo=1)
     max_proxy_fraction: float = setting(1 / 16, "auto: the ladder's budget, Σ B'·S over its runs ÷ the target's B·S",
                                         lo=0, hi=1, lo_open=True)
     ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
