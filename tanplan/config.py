@@ -26,13 +26,15 @@ from tanplan.errors import UsageError
 
 
 def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False,
-            hi_open=False, item: type | None = None):
+            hi_open=False, item: type | None = None, example: tuple | None = None):
     """A config field with its allowed values: choices, or a range [lo, hi] (open ends optional).
 
     A tuple default is a list setting whose items have type `item` and the range; a dict default a table.
+    The default "auto" with an `item` type is a list setting that also takes the word "auto" (`example`
+    is a list shown in its error message).
     """
     meta = {"doc": doc, "choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "hi_open": hi_open,
-            "item": item}
+            "item": item, "example": example}
     if isinstance(default, dict):
         return field(default_factory=lambda: dict(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -147,10 +149,17 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class FitConfig:
-    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, tanplan.workflow.scaling)."""
+    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, .scaling, and .ladder for "auto")."""
 
-    batch_sizes: tuple = setting((32, 64, 128, 256), "proxy batch sizes B'", item=int, lo=1)
-    seeds: int = setting(3, "seeds per proxy batch size", lo=1)
+    batch_sizes: tuple | str = setting("auto", "proxy batch sizes B', or \"auto\": the proxy ladder finds the knee "
+                                       "of accuracy against B' and fits the law past it (tanplan.workflow.ladder)",
+                                       item=int, lo=1, example=(64, 128))
+    seeds: int = setting(3, "seeds per proxy batch size of an explicit batch_sizes list (and of --vary steps, data)",
+                         lo=1)
+    max_proxy_fraction: float = setting(1 / 16, "auto: the ladder's budget, Σ B'·S over its runs ÷ the target's B·S",
+                                        lo=0, hi=1, lo_open=True)
+    ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
+    ladder_seeds: int = setting(2, "auto: seeds per ladder rung, and per rung past the knee in the fit", lo=2)
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the prediction and slope intervals", lo=0.5, hi=1, hi_open=True)
@@ -248,6 +257,13 @@ def _check_value(section: str, fld: dataclasses.Field, value: Any) -> Any:
     name = f"{section}.{fld.name}"
     kind = dict if fld.default is dataclasses.MISSING else type(fld.default)
     meta = fld.metadata
+    if fld.default == "auto" and meta.get("item"):  # "auto" or a list
+        if value == "auto":
+            return value
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+            raise UsageError(f"{name} = {value!r} is not allowed: must be \"auto\" or a non-empty list, e.g. "
+                             f"{_toml_value(list(meta['example']))}")
+        kind = tuple
     if kind is tuple:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
             raise UsageError(f"{name} = {value!r} is not allowed: must be a non-empty list, e.g. "
@@ -349,7 +365,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     except tomllib.TOMLDecodeError:
         value = value_text
     fld = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
-    if isinstance(fld.default, str) and not isinstance(value, str):
+    if isinstance(fld.default, str) and not isinstance(value, str) and not fld.metadata.get("item"):
         value = value_text  # e.g. experiment.name=123 stays the text the user typed
     return f"{section}.{name}", value
 

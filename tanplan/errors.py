@@ -1,7 +1,8 @@
 """Every error class of tanplan, and the exit code the CLI turns it into (always with one line on stderr).
 
 UsageError -> 2 (bad input, naming the value and what is allowed); BudgetExceeded -> 3 (a privacy
-budget would be exceeded); RunInterrupted -> 128 + signal (SIGTERM/SIGINT: checkpoint saved);
+budget would be exceeded); NotLaunched -> 4 (`tanplan run` stopped before the full-scale launch because
+its proxies cannot predict it); RunInterrupted -> 128 + signal (SIGTERM/SIGINT: checkpoint saved);
 TrainingDiverged, CheckpointError, WorkerLost -> 1.
 """
 
@@ -22,6 +23,16 @@ class BudgetExceeded(TanplanError):
     """A run or release would spend more privacy than the budget allows."""
 
     exit_code = 3
+
+
+class NotLaunched(TanplanError):
+    """`tanplan run` stopped before the launch: no knee in the proxy budget, or the law does not hold.
+
+    Raised after the report and summary are written (launched: false, the reason, what to change);
+    the message is the reason. `--launch-anyway` launches regardless.
+    """
+
+    exit_code = 4
 
 
 class TrainingDiverged(TanplanError):

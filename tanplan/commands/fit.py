@@ -7,11 +7,17 @@ from tanplan.commands._args import float_list, int_list, positive_int, print_jso
 HELP = "fit accuracy = a + b·ln B over proxy batch sizes and predict the target (or search S at constant η)"
 
 
+def sizes_or_auto(text: str):
+    """"auto" (the proxy ladder finds the knee) or comma-separated positive integers."""
+    return "auto" if text.strip() == "auto" else int_list(text)
+
+
 def configure(parser) -> None:
     parser.add_argument("--config", required=True, help="experiment TOML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--best", help="best.json of a sweep: its configuration is the one trained")
-    parser.add_argument("--batch-sizes", type=int_list, help="proxy batch sizes, e.g. 32,64,128,256")
+    parser.add_argument("--batch-sizes", type=sizes_or_auto, help="proxy batch sizes, e.g. 64,128, or auto: the "
+                        "proxy ladder finds the knee and the law is fitted past it (default [fit] batch_sizes)")
     parser.add_argument("--seeds", type=positive_int, help="seeds per batch size (default [fit] seeds)")
     parser.add_argument("--vary", choices=("batch", "steps", "data"), default="batch",
                         help="batch: the scaling law; steps: the privacy-parameter search at constant η and σ; "
@@ -19,7 +25,7 @@ def configure(parser) -> None:
     parser.add_argument("--factors", type=float_list, help="k values for --vary steps (S·k², B/k) or data (N·k, "
                         "at most the training set size)")
     parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
-                        "(default: the smallest of --batch-sizes)")
+                        "(default: the smallest of explicit --batch-sizes)")
     parser.add_argument("--law", choices=("auto", "log-linear", "flat"), help="prediction: the fitted line, the "
                         "mean (b = 0), or auto (the line unless the slope's interval contains 0; default [fit] law)")
     parser.add_argument("--out", required=True, metavar="DIR")
@@ -29,20 +35,27 @@ def configure(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from tanplan.errors import UsageError
+
     from tanplan.reports import fit as fit_report
-    from tanplan.workflow import fit
     from tanplan.config import load_config, with_tuned
+    from tanplan.workflow import fit, ladder
 
     cfg = load_config(args.config, args.set)
     cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
     section = cfg.fit
-    sizes = args.batch_sizes or list(section.batch_sizes)
+    sizes = args.batch_sizes or section.batch_sizes
+    sizes = sizes if sizes == "auto" else list(sizes)
     seeds = args.seeds or section.seeds
     out = Path(args.out)
     log = (lambda *a, **k: None) if args.json else print
+    if args.vary in ("data", "steps"):
+        if args.proxy_batch_size is None and sizes == "auto":
+            raise UsageError(f"--vary {args.vary} needs --proxy-batch-size (or explicit --batch-sizes): the proxy B' "
+                             "that every member trains")
+        proxy = args.proxy_batch_size or min(sizes)
     if args.vary == "data":
-        result = fit.dataset_size_study(cfg, args.factors or [0.25, 0.5, 1.0], args.proxy_batch_size or min(sizes),
-                                        seeds, out, log=log)
+        result = fit.dataset_size_study(cfg, args.factors or [0.25, 0.5, 1.0], proxy, seeds, out, log=log)
         if args.json:
             print_json(result)
         else:
@@ -51,8 +64,7 @@ def run(args) -> int:
                          for m in result["members"]], title="dataset size at fixed (B, σ, S)")
         return 0
     if args.vary == "steps":
-        result = fit.privacy_parameter_search(cfg, args.factors or list(section.factors),
-                                              args.proxy_batch_size or min(sizes), seeds, out, log=log)
+        result = fit.privacy_parameter_search(cfg, args.factors or list(section.factors), proxy, seeds, out, log=log)
         if args.json:
             print_json(result)
         else:
@@ -61,11 +73,19 @@ def run(args) -> int:
                   f"σ = {best['sigma']:.4g}, exact ε (RDP) = {best['eps_rdp']:.4g}, proxy accuracy "
                   f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
         return 0
-    result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=args.law or section.law, log=log)
-    fit_report.write_fit_report(result, out)
+    law = args.law or section.law
+    if sizes == "auto":
+        result = ladder.ladder_fit(cfg, out, law=law, log=log)
+    else:
+        result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=law, log=log)
+        fit_report.write_fit_report(result, out)
     if args.json:
         print_json(result)
+    elif result.get("ladder") is not None and not result["ladder"]["found"]:
+        print(f"{result['ladder']['reason']}: no law fitted, no prediction; {result['ladder']['what_to_change']}")
+        print(f"report: {out / 'ladder' / 'ladder.md'}")
     else:
         print(fit_report.fit_markdown(result))
         print(f"figure: {out / 'scaling_law.png'}")
     return 0
+

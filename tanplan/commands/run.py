@@ -1,16 +1,21 @@
-"""`tanplan run`: plan → sweep → fit → launch, with one report comparing prediction and result."""
+"""`tanplan run`: plan → ladder → sweep → fit → launch, with one report comparing prediction and result."""
 
 from __future__ import annotations
 
 from tanplan.commands._args import positive_int, print_json
 
-HELP = "chain plan, proxy sweep, scaling-law fit and the full-scale launch; write report.md and summary.json"
+HELP = ("chain plan, proxy ladder, sweep, scaling-law fit and the full-scale launch (not launched, exit 4, when "
+        "the proxies cannot predict it); write report.md and summary.json")
 
 
 def configure(parser) -> None:
     parser.add_argument("--config", required=True, help="experiment TOML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--trials", type=positive_int, help="sweep trials (default [sweep] trials)")
+    parser.add_argument("--proxy-batch-size", type=positive_int, help="sweep at this B' (default: the knee the "
+                        "ladder finds, or the smallest of an explicit [fit] batch_sizes)")
+    parser.add_argument("--launch-anyway", action="store_true", help="launch even when the ladder finds no knee "
+                        "within its budget or the law does not hold (otherwise: no launch, exit 4)")
     parser.add_argument("--address", help="Ray cluster address for the sweep (default: local)")
     parser.add_argument("--baselines", action="store_true", help="also run the private heads and DP prototypes "
                         "on frozen features at the launch's ε (demo features unless --baseline-features)")
@@ -22,17 +27,21 @@ def configure(parser) -> None:
 
 def run(args) -> int:
     from tanplan.config import load_config
+    from tanplan.errors import NotLaunched
+    from tanplan.reports.fit import prediction_text
     from tanplan.workflow.pipeline import run_pipeline
 
     cfg = load_config(args.config, args.set)
     summary = run_pipeline(cfg, args.out, trials=args.trials, address=args.address,
                            log=(lambda *a: None) if args.json else print, baselines=args.baselines,
-                           baseline_features=args.baseline_features, baseline_public=args.baseline_public)
+                           baseline_features=args.baseline_features, baseline_public=args.baseline_public,
+                           proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway)
     if args.json:
         print_json(summary)
-    else:
-        low, high = summary["prediction_interval"]
-        print(f"predicted {summary['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}], actual "
-              f"{summary['actual_accuracy']:.4f}; ε = {summary['epsilon_rdp']:.4g} (RDP); proxy compute "
-              f"{summary['proxy_compute_fraction']:.4f} of target scale; report {args.out}/report.md")
+    if not summary["launched"]:
+        raise NotLaunched(f"not launched: {summary['reason']}; {summary['what_to_change']} "
+                          f"(or --launch-anyway); report {args.out}/report.md")
+    if not args.json:
+        print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; ε = {summary['epsilon_rdp']:.4g} "
+              f"(RDP); proxy compute {summary['proxy_compute_fraction']:.4f} of the target's; report {args.out}/report.md")
     return 0

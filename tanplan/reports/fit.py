@@ -31,10 +31,14 @@ def _draw_scaling(ax, result, sizes, means, spread, target, actual) -> None:
     if result.get("model") == "flat":
         ax.plot(xs, np.full_like(xs, result["predicted_accuracy"]), ":", color="C2",
                 label="flat (b = 0: the slope's interval contains 0), used")
-    low, high = result["prediction_interval"]
-    ax.errorbar([target], [result["predicted_accuracy"]],
-                yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
-                fmt="o", color="C1", capsize=4, label=f"prediction at B={target} ({result['level']:.0%} PI)")
+    if result["predicted_accuracy"] is not None:
+        low, high = result["prediction_interval"]
+        ax.errorbar([target], [result["predicted_accuracy"]],
+                    yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
+                    fmt="o", color="C1", capsize=4, label=f"prediction at B={target} ({result['level']:.0%} PI)")
+    else:
+        ax.axhspan(1.0, max(1.05, result["line_at_target"]), color="C3", alpha=0.1,
+                   label="accuracy > 1: the line leaves [0, 1], no prediction")
     if actual is not None:
         ax.plot([target], [actual], "*", ms=14, color="C3", label="actual full-scale run")
     ax.set(xscale="log", xlabel="batch size B (constant η_step and S)", ylabel="test accuracy",
@@ -43,18 +47,43 @@ def _draw_scaling(ax, result, sizes, means, spread, target, actual) -> None:
 
 
 def fit_markdown(result: dict) -> str:
+    """The fitted law and its prediction; a prediction outside [0, 1] is shown as no prediction."""
+    line = (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs at B' = "
+            f"{', '.join(map(str, _sizes(result)))} (R² = {result['r2']:.3f})")
+    target = result["target_batch_size"]
+    if result["predicted_accuracy"] is None:
+        return (f"{line}. **No prediction**: the fitted line leaves [0, 1] before B = {target} (it reaches "
+                f"{result['line_at_target']:.3f} there, which is not an accuracy). {_capital(result['verdict'])}.")
     low, high = result["prediction_interval"]
     warning = f"\n\n**Law does not hold**: {result['verdict']}." if result.get("verdict") else ""
     if result.get("model") == "flat":
         ll = result["loglinear_prediction"]
         s_low, s_high = result["slope_interval"]
+        l_low, l_high = ll["prediction_interval"]
+        alone = (f"The line alone (not used) would give {ll['predicted_accuracy']:.4f} [{l_low:.4f}, {l_high:.4f}]."
+                 if 0.0 <= l_low and l_high <= 1.0 else
+                 f"The line alone (not used) gives no accuracy: its {result['level']:.0%} interval at the target "
+                 f"leaves [0, 1].")
         warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
-                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). The "
-                   f"line alone would predict {ll['predicted_accuracy']:.4f} [{ll['prediction_interval'][0]:.4f}, "
-                   f"{ll['prediction_interval'][1]:.4f}].") + warning
-    return (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs (R² = {result['r2']:.3f}); "
-            f"predicted at B = {result['target_batch_size']}: {result['predicted_accuracy']:.4f} "
+                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). {alone}") + warning
+    return (f"{line}; predicted at B = {target}: {result['predicted_accuracy']:.4f} "
             f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")
+
+
+def prediction_text(result: dict) -> str:
+    """One line for a terminal: the prediction and its interval, or why there is none."""
+    if result.get("predicted_accuracy") is None:
+        return "no prediction (the fitted line leaves [0, 1] at the target)"
+    low, high = result["prediction_interval"]
+    return f"predicted {result['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _sizes(result: dict) -> list[int]:
+    return result.get("batch_sizes") or sorted({p["batch_size"] for p in result["points"]})
 
 
 def write_fit_report(result: dict, out: Path) -> None:

@@ -7,39 +7,79 @@ from pathlib import Path
 
 from tanplan.privacy import tan
 from tanplan.reports.fit import fit_markdown
+from tanplan.reports.ladder import ladder_markdown
 
 
-def run_report(name: str, plan, fit_result: dict, summary: dict, out: Path) -> str:
-    """report.md of `tanplan run`: the plan, the sweep (its sweep/sweep.md embedded), the law and the launch."""
+def run_report(name: str, plan, fit_result: dict | None, summary: dict, out: Path, ladder: dict | None = None) -> str:
+    """report.md of `tanplan run`: the plan, the ladder, the sweep, the law and the launch (or why not)."""
+    sections = [f"# tanplan run: {name}", _plan(plan, summary)]
+    if not summary["launched"]:
+        sections.append(_not_launched(summary))
+    if ladder is not None:
+        sections.append(f"## Proxy ladder: where accuracy stops rising with B'\n![ladder](ladder/ladder.png)\n\n"
+                        f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
+    sweep = _sweep(out)
+    if sweep:
+        sections.append(f"## Sweep on the proxy\n{sweep}")
+    if fit_result is not None:
+        sections.append(_law_and_launch(fit_result, summary))
+    sections.append(_compute(plan, summary))
+    return "\n\n".join(sections) + "\n"
 
-    sweep_md = (out / "sweep" / "sweep.md").read_text() if (out / "sweep" / "sweep.md").is_file() else ""
-    # Embedded one level up: drop its own title, point its figures into sweep/.
-    sweep_md = re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_")
-    low, high = summary["prediction_interval"]
-    return f"""# tanplan run: {name}
 
-## Plan
+def _plan(plan, summary: dict) -> str:
+    eps_rdp = summary["epsilon_rdp"] if summary["epsilon_rdp"] is not None else plan.epsilon("rdp")
+    eps_pld = summary["epsilon_pld"] if summary["epsilon_pld"] is not None else plan.epsilon("pld")
+    return f"""## Plan
 | N | B | S | σ | δ | η | ε_TAN (heuristic) | exact ε (RDP) | exact ε (PLD) | regime |
 |---|---|---|---|---|---|---|---|---|---|
-| {plan.dataset_size} | {plan.batch_size} | {plan.steps} | {plan.sigma:.4g} | {plan.delta:.3g} | {plan.eta:.4g} | {plan.eps_tan:.4g} | {summary['epsilon_rdp']:.4g} | {summary['epsilon_pld']:.4g} | {plan.regime.value} |
+| {plan.dataset_size} | {plan.batch_size} | {plan.steps} | {plan.sigma:.4g} | {plan.delta:.3g} | {plan.eta:.4g} | {plan.eps_tan:.4g} | {eps_rdp:.4g} | {eps_pld:.4g} | {plan.regime.value} |
 
-{tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md).
+{tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md)."""
 
-## Sweep on the proxy
-{sweep_md}
 
-## Scaling law and the full-scale run
-![scaling law](scaling_law.png)
+def _not_launched(summary: dict) -> str:
+    return (f"## Not launched\nThe full-scale run was not launched (stopped at the {summary['stopped_at']} stage): "
+            f"{summary['reason']}.\n\n**What to change**: {summary['what_to_change']}. "
+            f"`tanplan run --launch-anyway` launches regardless.")
 
-{fit_markdown(fit_result)}
+
+def _sweep(out: Path) -> str:
+    path = out / "sweep" / "sweep.md"
+    sweep_md = path.read_text() if path.is_file() else ""
+    # Embedded one level up: drop its own title, point its figures into sweep/.
+    return re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_").strip()
+
+
+def _law_and_launch(fit_result: dict, summary: dict) -> str:
+    figure = "scaling_law.png" if summary["launched"] else "fit/scaling_law.png"
+    text = f"## Scaling law{' and the full-scale run' if summary['launched'] else ''}\n![scaling law]({figure})\n\n" \
+           f"{fit_markdown(fit_result)}"
+    if not summary["launched"]:
+        return text
+    anyway = ("\n\nLaunched with `--launch-anyway` although the proxies could not be trusted to predict it."
+              if summary.get("launched_anyway") else "")
+    if summary["predicted_accuracy"] is None:
+        return text + anyway + f"\n\nActual accuracy of the full-scale run: {summary['actual_accuracy']:.4f} (no prediction)."
+    low, high = summary["prediction_interval"]
+    return text + anyway + f"""
 
 | predicted | interval | actual | abs. error | inside interval |
 |---|---|---|---|---|
-| {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |
+| {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |"""
 
-## Compute
-Proxy runs ({summary['proxy_runs']}: sweep trials, re-runs and fit runs) processed
-{summary['proxy_compute_fraction']:.4f} of the examples the same runs would have processed at B = {plan.batch_size}
-(1/{1 / summary['proxy_compute_fraction']:.0f}). Total wall time {summary['wall_seconds']:.0f} s, of which the full-scale
-run {summary['launch_wall_seconds']:.0f} s.
-"""
+
+def _compute(plan, summary: dict) -> str:
+    c = summary["proxy_compute"]
+    wall = f"Total wall time {summary['wall_seconds']:.0f} s"
+    if summary["launch_wall_seconds"] is not None:
+        wall += f", of which the full-scale run {summary['launch_wall_seconds']:.0f} s"
+    return f"""## Compute
+Proxy runs ({c['runs']}) processed, as a fraction of the examples of the full-scale run (B·S = {plan.batch_size} × {plan.steps}):
+
+| ladder | sweep | fit (new runs) | total |
+|---|---|---|---|
+| {c['ladder']:.4f} | {c['sweep']:.4f} | {c['fit']:.4f} | {c['total']:.4f} |
+
+The ladder's budget (fit.max_proxy_fraction) bounds the ladder; the sweep's cost is set by [sweep], the fit's by
+the rungs past the knee. {wall}."""

@@ -71,24 +71,43 @@ def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, lev
     law: "log-linear" extrapolates the fitted line; "flat" predicts the mean (b = 0); "auto" uses the line
     unless b's `level` interval contains 0 (tanplan.workflow.scaling.ScalingFit.choose). Both are in the result.
     """
-    for b in batch_sizes:
-        if b > cfg.train.batch_size:
-            raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {cfg.train.batch_size}")
-    if len(set(batch_sizes)) < 2:
-        raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
+    check_batch_sizes(batch_sizes, cfg.train.batch_size)
     started = time.perf_counter()
     rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
+    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started)
+
+
+def check_batch_sizes(batch_sizes, target_batch_size: int) -> None:
+    """UsageError unless the proxies are two or more distinct sizes, none above the target."""
+    for b in batch_sizes:
+        if b > target_batch_size:
+            raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {target_batch_size}")
+    if len(set(batch_sizes)) < 2:
+        raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
+
+
+def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "auto",
+             started: float | None = None) -> dict:
+    """The law fitted on proxy runs already trained (rows of train_points), and its prediction at target_b.
+
+    A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
+    None, and the line's value stays in loglinear_prediction (the verdict says the law does not hold).
+    """
+    started = time.perf_counter() if started is None else started
     fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
-    target_b = cfg.train.batch_size
     loglinear = fit.predict(target_b, level)
     model, (prediction, low, high) = fit.choose(target_b, level, law)
     why_not = verdict(prediction, low, high)
+    shown = 0.0 <= prediction <= 1.0
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
         "slope_interval": list(fit.slope_interval(level)), "law": law, "model": model,
         "loglinear_prediction": {"predicted_accuracy": loglinear[0], "prediction_interval": list(loglinear[1:])},
-        "target_batch_size": target_b, "predicted_accuracy": prediction, "prediction_interval": [low, high],
-        "level": level, "law_holds": why_not is None, "verdict": why_not, "points": rows, "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
+        "target_batch_size": target_b, "predicted_accuracy": prediction if shown else None,
+        "prediction_interval": [low, high] if shown else None, "line_at_target": loglinear[0],
+        "level": level, "law_holds": why_not is None, "verdict": why_not, "points": rows,
+        "batch_sizes": sorted({r["batch_size"] for r in rows}),
+        "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
         "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
     }
     if out is not None:
@@ -175,4 +194,4 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     return result
 
 
-__all__ = ["fit_batch_law", "privacy_parameter_search", "dataset_size_study", "load_best_overrides"]
+__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "privacy_parameter_search", "dataset_size_study", "load_best_overrides"]

@@ -1,7 +1,28 @@
-"""`tanplan run`: plan → sweep → fit → launch, and one report comparing the prediction with the result.
+"""`tanplan run`: plan → ladder → sweep → fit → launch, and one report comparing prediction and result.
 
-proxy_compute_fraction = (examples processed by every proxy run: sweep trials, re-runs and fit runs)
-÷ (examples the same runs would have processed at the target batch size): Σ B'ᵢ·Sᵢ / Σ B·Sᵢ.
+Stages, with `[fit] batch_sizes = "auto"` (the default):
+
+1. plan: the target (B, σ, S) and its exact ε;
+2. ladder (tanplan.workflow.ladder): proxies B' = start, 2·start, ... with the config's own
+   hyper-parameters, until accuracy stops rising with B' (the knee) or the proxy budget runs out;
+3. sweep: hyper-parameters searched at the knee, the smallest rung past it (or --proxy-batch-size);
+4. fit: the law fitted on the rungs past the knee, trained again with the sweep's best configuration
+   (`fit.ladder_seeds` seeds a rung; the ladder's own runs are reused when the best configuration is
+   the config itself);
+5. launch: the one full-scale run of the best configuration.
+
+With an explicit list, stage 2 is skipped, the sweep runs at the smallest size, and the fit trains every
+size with `fit.seeds` seeds.
+
+Never launch blind: when the ladder finds no knee within its budget (then the sweep and fit do not run
+either) or the fit's verdict says the law does not hold, the pipeline stops before the launch. It writes
+summary.json (launched: false, the reason, what to change) and report.md, and returns; `tanplan run`
+then exits with NotLaunched (4). launch_anyway=True goes on (with no knee, the fit uses the top two rungs).
+
+Compute: every proxy run processes B'·S examples; the summary gives each stage's total as a fraction of
+the target's B·S (proxy_compute: ladder, sweep, fit, total; proxy_compute_fraction is the total). Only
+the ladder is bounded by `fit.max_proxy_fraction`: it is the stage whose length is not known in advance.
+The sweep's cost is set by [sweep] (trials, re-runs) and the fit's by the rungs past the knee.
 """
 
 from __future__ import annotations
@@ -10,6 +31,7 @@ import time
 from pathlib import Path
 
 from tanplan.config import Config, with_tuned
+from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports.fit import figure_scaling
 from tanplan.reports.run import run_report
@@ -18,72 +40,242 @@ from tanplan.workflow.sweep.study import STUDY_FILE
 
 def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None,
                  baselines: bool = False, baseline_features: str | None = None,
-                 baseline_public: str | None = None) -> dict:
-    from tanplan.workflow import fit as fit_stage
-    from tanplan.workflow.sweep import search as sweep
-    from tanplan.workflow.launch import launch
-    from tanplan.reports.plan import write_plan_report
+                 baseline_public: str | None = None, proxy_batch_size: int | None = None,
+                 launch_anyway: bool = False) -> dict:
+    """Run every stage into `out`; the summary (also out/summary.json). See the module docstring."""
     from tanplan.engine.setup import load_data
 
-    from tanplan.privacy.mechanism import resolve_plan
-
     started = time.perf_counter()
-    stages = 5 if baselines else 4
     out = Path(out)
+    auto = cfg.fit.batch_sizes == "auto"
+    _check_inputs(cfg, proxy_batch_size, baseline_features, baseline_public)
+    stages = _Stages(auto, baselines, log)
     out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(cfg)
-    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
+    plan = plan_stage(cfg, dataset, out, stages)
+    # The sweep is checked (space, proxy, Ray address form) before any proxy trains.
+    sweep_check_b = proxy_batch_size or (cfg.fit.ladder_start if auto else min(cfg.fit.batch_sizes))
+    prepare_sweep(cfg, sweep_check_b, trials, dataset)
 
-    log(f"[1/{stages}] plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
-        f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
-    write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
+    ladder = ladder_stage(cfg, out, stages) if auto else None
+    if ladder is not None and not ladder["found"] and not launch_anyway:
+        return _not_launched(cfg, plan, out, started, stage="ladder", reason=ladder["reason"],
+                             what_to_change=ladder["what_to_change"], ladder=ladder)
+    sizes = ladder["past_knee"] if auto else list(cfg.fit.batch_sizes)
 
-    fit_cfg = cfg.fit
-    sweep_proxy = min(fit_cfg.batch_sizes)
-    spec = sweep.prepare(cfg, proxy_batch_size=sweep_proxy, trials=trials, dataset=dataset)
-    log(f"[2/{stages}] sweep: {spec.trials} trials at B'={sweep_proxy} (σ'={spec.proxy['sigma']:.4g})")
-    resume = (out / "sweep" / STUDY_FILE).is_file()  # a rerun continues (or reuses) the same sweep
-    sweep_summary = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
-                                    log=lambda line: log(f"  {line}"))
-    best = sweep_summary["best"] or {}
-    best_cfg = with_tuned(cfg, best.get("overrides", {}), "the sweep's best configuration")
+    sweep_b = proxy_batch_size or min(sizes)
+    best_overrides, sweep_examples = sweep_stage(cfg, sweep_b, trials, dataset, out, stages, address)
+    best_cfg = with_tuned(cfg, best_overrides, "the sweep's best configuration")
 
-    log(f"[3/{stages}] fit: B' in {list(fit_cfg.batch_sizes)} × {fit_cfg.seeds} seeds")
-    fit_result = fit_stage.fit_batch_law(best_cfg, list(fit_cfg.batch_sizes), fit_cfg.seeds, out / "fit",
-                                         level=fit_cfg.level, law=fit_cfg.law, log=log)
+    fit_result, fit_new = fit_stage(cfg, best_cfg, sizes, ladder, out, stages)
+    compute = _compute(plan, ladder, sweep_examples, fit_new)
+    if not fit_result["law_holds"] and not launch_anyway:
+        reason, change = _law_verdict(fit_result)
+        return _not_launched(cfg, plan, out, started, stage="fit", reason=reason, what_to_change=change,
+                             ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute)
 
-    log(f"[4/{stages}] launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
-    # A rerun into the same folder continues (or, when it finished, reuses) the full-scale run.
-    launched = launch(best_cfg, out / "launch", progress=True, resume=(out / "launch" / "checkpoint").is_dir())
+    launched = launch_stage(best_cfg, plan, out, stages)
     actual = float(launched["summary"]["test_accuracy"])
     figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
-
-    sweep_examples = _sweep_examples(out / "sweep", spec)
-    proxy_runs = sweep_examples + [(r["batch_size"], r["steps"]) for r in fit_result["points"]]
-    fraction = sum(b * s for b, s in proxy_runs) / sum(plan.batch_size * s for _, s in proxy_runs)
-    low, high = fit_result["prediction_interval"]
-    summary = {
-        "predicted_accuracy": fit_result["predicted_accuracy"], "prediction_interval": [low, high],
-        "actual_accuracy": actual, "abs_error": abs(actual - fit_result["predicted_accuracy"]),
-        "actual_inside_interval": bool(low <= actual <= high),
-        "epsilon_rdp": launched["accounting"]["epsilon_rdp"] if launched["accounting"] else None,
-        "epsilon_pld": launched["accounting"]["epsilon_pld"] if launched["accounting"] else None,
-        "delta": plan.delta, "sigma": plan.sigma, "batch_size": plan.batch_size, "steps": plan.steps,
-        "proxy_compute_fraction": fraction, "proxy_runs": len(proxy_runs),
-        "best_overrides": best.get("overrides", {}),
-        "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n")},
-        "law_holds": fit_result["law_holds"], "verdict": fit_result["verdict"], "model": fit_result["model"],
-        "loglinear_prediction": fit_result["loglinear_prediction"],
-        "launch_wall_seconds": launched["wall_seconds"],
-    }
+    summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
+                       accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
+                       anyway=launch_anyway and not _trusted(ladder, fit_result))
     baseline_md = ""
     if baselines and summary["epsilon_rdp"] is not None:
-        log(f"[5/{stages}] baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
+        stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
         summary["baselines"], baseline_md = _baselines(summary["epsilon_rdp"], plan.delta, baseline_features,
                                                        baseline_public, out / "baselines")
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out) + baseline_md)
+    write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder)
+                      + baseline_md)
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stages
+
+
+class _Stages:
+    """Numbered progress lines: [2/5] ladder: ..."""
+
+    def __init__(self, auto: bool, baselines: bool, log):
+        self.total = 4 + int(auto) + int(baselines)
+        self.done = 0
+        self.log = log
+
+    def next(self, text: str) -> None:
+        self.done += 1
+        self.log(f"[{self.done}/{self.total}] {text}")
+
+
+def _check_inputs(cfg: Config, proxy_batch_size, baseline_features, baseline_public) -> None:
+    """Every input of every stage, before any data is loaded or any proxy trained."""
+    from tanplan.workflow.fit import check_batch_sizes
+    from tanplan.workflow.ladder import check_ladder
+
+    target = cfg.train.batch_size
+    if cfg.fit.batch_sizes == "auto":
+        check_ladder(cfg)
+    else:
+        check_batch_sizes(list(cfg.fit.batch_sizes), target)
+    if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
+        raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
+                         f"batch train.batch_size = {target}")
+    for flag, path in (("--baseline-features", baseline_features), ("--baseline-public", baseline_public)):
+        if path and not Path(path).is_file():
+            raise UsageError(f"{flag} {path} is not allowed: no such file (give an .npz of features)")
+
+
+def plan_stage(cfg: Config, dataset, out: Path, stages: _Stages):
+    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.reports.plan import write_plan_report
+
+    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
+    stages.next(f"plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
+                f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
+    write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
+    return plan
+
+
+def ladder_stage(cfg: Config, out: Path, stages: _Stages) -> dict:
+    from tanplan.workflow.ladder import check_ladder, run_ladder
+
+    f = cfg.fit
+    stages.next(f"ladder: B' from {f.ladder_start}, doubled, × {f.ladder_seeds} seeds, until accuracy stops rising "
+                f"(at most {check_ladder(cfg)[-1]}, ≤ {f.max_proxy_fraction:.4g} of the target's compute)")
+    result = run_ladder(cfg, out / "ladder", log=stages.log)
+    stages.log(f"  {result['reason']}")
+    return result
+
+
+def prepare_sweep(cfg: Config, proxy_batch_size: int, trials, dataset):
+    from tanplan.workflow.sweep import search as sweep
+
+    return sweep.prepare(cfg, proxy_batch_size=proxy_batch_size, trials=trials, dataset=dataset)
+
+
+def sweep_stage(cfg: Config, proxy_batch_size: int, trials, dataset, out: Path, stages: _Stages,
+                address) -> tuple[dict, list[tuple[int, int]]]:
+    """The sweep's best overrides, and the (B', S) of every proxy run it trained."""
+    from tanplan.workflow.sweep import search as sweep
+
+    spec = prepare_sweep(cfg, proxy_batch_size, trials, dataset)
+    stages.next(f"sweep: {spec.trials} trials at B'={proxy_batch_size} (σ'={spec.proxy['sigma']:.4g})")
+    resume = (out / "sweep" / STUDY_FILE).is_file()  # a rerun continues (or reuses) the same sweep
+    result = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
+                             log=lambda line: stages.log(f"  {line}"))
+    best = result["best"] or {}
+    return dict(best.get("overrides", {})), _sweep_examples(out / "sweep", spec)
+
+
+def fit_stage(cfg: Config, best_cfg: Config, sizes: list[int], ladder: dict | None, out: Path,
+              stages: _Stages) -> tuple[dict, list[dict]]:
+    """The law on `sizes` with the best configuration; (fit result, the proxy runs trained for it).
+
+    The ladder's runs are reused when the best configuration trains exactly as the ladder's did.
+    """
+    from tanplan.workflow import fit as fit_module
+
+    f = cfg.fit
+    if ladder is None:
+        stages.next(f"fit: B' in {sizes} × {f.seeds} seeds")
+        result = fit_module.fit_batch_law(best_cfg, sizes, f.seeds, out / "fit", level=f.level, law=f.law,
+                                          log=stages.log)
+        return result, result["points"]
+    started = time.perf_counter()
+    if best_cfg == cfg:
+        stages.next(f"fit: B' in {sizes} (the ladder's runs: the best configuration is the config's own)")
+        rows, new = [p for p in ladder["points"] if p["batch_size"] in sizes], []
+    else:
+        stages.next(f"fit: B' in {sizes} × {f.ladder_seeds} seeds, with the best configuration")
+        rows = new = fit_module.train_points(best_cfg, sizes, f.ladder_seeds, out / "fit", log=stages.log)
+    return fit_module.fit_rows(rows, cfg.train.batch_size, out / "fit", level=f.level, law=f.law,
+                               started=started), new
+
+
+def launch_stage(best_cfg: Config, plan, out: Path, stages: _Stages) -> dict:
+    from tanplan.workflow.launch import launch
+
+    stages.next(f"launch: B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}")
+    # A rerun into the same folder continues (or, when it finished, reuses) the full-scale run.
+    return launch(best_cfg, out / "launch", progress=True, resume=(out / "launch" / "checkpoint").is_dir())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Summary, verdicts and the no-launch path
+
+
+def _trusted(ladder: dict | None, fit_result: dict) -> bool:
+    return (ladder is None or ladder["found"]) and fit_result["law_holds"]
+
+
+def _law_verdict(fit_result: dict) -> tuple[str, str]:
+    """(why the fit cannot predict the launch, what to change)."""
+    sizes = ", ".join(map(str, fit_result["batch_sizes"]))
+    target = fit_result["target_batch_size"]
+    if fit_result["predicted_accuracy"] is None:
+        why = (f"the batch law does not hold over B' = {sizes}: its line leaves [0, 1] before B = {target}, so "
+               f"there is no prediction (the proxies are below the knee, held back by sampling noise)")
+    else:
+        low, high = fit_result["prediction_interval"]
+        why = (f"the batch law does not hold over B' = {sizes}: its {fit_result['level']:.0%} prediction interval "
+               f"[{low:.3f}, {high:.3f}] at B = {target} leaves [0, 1]")
+    return why, ('set fit.batch_sizes = "auto" (the ladder finds the knee) or give sizes past the knee; '
+                 "more seeds narrow the interval")
+
+
+def _compute(plan, ladder: dict | None, sweep_examples, fit_rows) -> dict:
+    """Proxy compute of each stage, as a fraction of the target's B·S (each run: B'·S examples)."""
+    target = plan.batch_size * plan.steps
+    parts = {
+        "ladder": sum(p["batch_size"] * p["steps"] for p in ladder["points"]) / target if ladder else 0.0,
+        "sweep": sum(b * s for b, s in sweep_examples) / target,
+        "fit": sum(p["batch_size"] * p["steps"] for p in fit_rows) / target,
+    }
+    parts["total"] = sum(parts.values())
+    parts["runs"] = (len(ladder["points"]) if ladder else 0) + len(sweep_examples) + len(fit_rows)
+    return parts
+
+
+def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: bool, actual=None, accounting=None,
+             launch_wall=None, anyway=False, reason=None, what_to_change=None, stage=None) -> dict:
+    predicted = fit_result["predicted_accuracy"] if fit_result else None
+    interval = fit_result["prediction_interval"] if fit_result else None
+    summary = {
+        "launched": launched, "launched_anyway": anyway, "stopped_at": stage, "reason": reason,
+        "what_to_change": what_to_change,
+        "predicted_accuracy": predicted, "prediction_interval": interval, "actual_accuracy": actual,
+        "abs_error": abs(actual - predicted) if actual is not None and predicted is not None else None,
+        "actual_inside_interval": bool(interval[0] <= actual <= interval[1]) if actual is not None and interval else None,
+        "epsilon_rdp": accounting["epsilon_rdp"] if accounting else None,
+        "epsilon_pld": accounting["epsilon_pld"] if accounting else None,
+        "delta": plan.delta, "sigma": plan.sigma, "batch_size": plan.batch_size, "steps": plan.steps,
+        "proxy_compute": compute, "proxy_compute_fraction": compute["total"] if compute else None,
+        "proxy_runs": compute["runs"] if compute else None,
+        "best_overrides": best_overrides,
+        "ladder": ({k: ladder[k] for k in ("knee", "found", "past_knee", "reason", "spent_fraction",
+                                           "max_proxy_fraction", "seeds", "alpha")}
+                   | {"rungs": [r["batch_size"] for r in ladder["rungs"]]}) if ladder else None,
+        "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n", "batch_sizes")} if fit_result else None,
+        "law_holds": fit_result["law_holds"] if fit_result else None,
+        "verdict": fit_result["verdict"] if fit_result else None,
+        "model": fit_result["model"] if fit_result else None,
+        "loglinear_prediction": fit_result["loglinear_prediction"] if fit_result else None,
+        "launch_wall_seconds": launch_wall,
+    }
+    return summary
+
+
+def _not_launched(cfg: Config, plan, out: Path, started: float, *, stage: str, reason: str, what_to_change,
+                  ladder=None, fit_result=None, best=None, compute=None) -> dict:
+    """Write summary.json and report.md of a run stopped before its launch; the summary (launched: false)."""
+    compute = compute or _compute(plan, ladder, [], [])
+    summary = _summary(plan, ladder, fit_result, best or {}, compute, launched=False, reason=reason,
+                       what_to_change=what_to_change, stage=stage)
+    summary["wall_seconds"] = time.perf_counter() - started
+    write_json_atomic(out / "summary.json", summary)
+    write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder))
     return summary
 
 

@@ -80,7 +80,9 @@ def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
     steep = fake_train(law=lambda b: 0.1 + 0.35 * math.log(b / 16), noise=0.03)
     result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None)
-    assert result["predicted_accuracy"] > 1 and not result["law_holds"]
-    assert "does not hold" in fit_markdown(result)
+    assert result["line_at_target"] > 1 and not result["law_holds"]
+    assert result["predicted_accuracy"] is None and result["prediction_interval"] is None  # not an accuracy
+    text = fit_markdown(result)
+    assert "does not hold" in text and "No prediction" in text and "predicted at" not in text
     flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(), log=lambda *a: None)
     assert flat["law_holds"] and flat["verdict"] is None

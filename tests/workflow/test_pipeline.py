@@ -49,8 +49,9 @@ def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine)
     features = _features(tmp_path, np.random.default_rng(0))
     summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None, baselines=True, baseline_features=str(features))
     assert REQUIRED <= set(summary)
-    # Only fit runs here (the fake sweep ran no trial): 3 × 16 + 3 × 32 examples per step against 6 × 512.
-    assert summary["proxy_compute_fraction"] == pytest.approx((16 + 32) / 2 / 512)
+    # Only fit runs here (the fake sweep ran no trial): 3 × (16 + 32) examples per step against one target's 512.
+    assert summary["proxy_compute_fraction"] == pytest.approx(3 * (16 + 32) / 512)
+    assert summary["proxy_compute"]["fit"] == summary["proxy_compute_fraction"] and summary["launched"]
     assert summary["model"] == "flat" and summary["law_holds"]
     points = json.loads((tmp_path / "run" / "fit" / "fit.json").read_text())["points"]
     assert summary["predicted_accuracy"] == pytest.approx(np.mean([p["test_accuracy"] for p in points]))
