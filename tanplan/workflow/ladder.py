@@ -204,7 +204,7 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
 
     started = time.perf_counter()
     planned = check_ladder(cfg)
-    f, target, steps = cfg.fit, cfg.train.batch_size, cfg.train.steps
+    f = cfg.fit
     basis = _basis(cfg)
     done = _reusable_rungs(out, basis)
     rows, rungs, knee = [], [], Knee(None, ())
