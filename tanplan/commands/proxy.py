@@ -8,9 +8,11 @@ from tanplan.commands.plan import add_target_arguments, plan_of
 HELP = "derive constant-TAN proxies (B', σ·B'/B, S) of a target plan for cheap hyper-parameter search"
 
 CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it trains at the target's η_step and S, "
-          "so it should behave like the target. Its own ε is no guarantee for anything you release; it is what "
-          "the proxy costs the data it trains on (large: σ' is small): train proxies on public data of the same task (`tanplan run` does, [tuning] data = "
-          "\"public\"), or count them in the total ε ([tuning] data = \"private\").")
+          "so it should behave like the target. Its own ε is no guarantee for anything you release, and it is "
+          "not accounted in the target's ε: it is what the proxy costs the data it trains on (large: σ' is "
+          "small). Train proxies on public data of the same task (`tanplan run` does by default, [tuning] data = "
+          "\"public\"), or count them: with [tuning] data = \"private\" `tanplan run` reports the total ε, and "
+          "`tanplan sweep` and `tanplan fit` write privacy_spent.json.")
 
 
 def configure(parser) -> None:
