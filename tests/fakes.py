@@ -8,6 +8,7 @@ stages (fit, launch, pipeline, sweep) run in milliseconds, with accuracies from 
 """
 
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -15,21 +16,38 @@ SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
 
 
 def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
+    """A train_fn whose accuracy is law(B') + noise. Like the engine, it records the run's releases in
+    workdir/ledger.json (every step of its plan, and DP-SNIP's release), so stages can compose them."""
     calls = []
     rng = np.random.default_rng(0)
 
     def train_fn(cfg, workdir, progress=False, resume=False, on_eval=None):
         from tanplan.engine.setup import load_data
-
         from tanplan.privacy.mechanism import resolve_plan
 
         run = resolve_plan(cfg, load_data(cfg).num_train)
         calls.append(cfg)
+        ledger = _ledger(run)
+        if workdir is not None:
+            from tanplan.fileio import write_json_atomic
+
+            write_json_atomic(Path(workdir) / "ledger.json", ledger.to_dict())
         return {"test_accuracy": law(run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
-                "steps": run.steps, "wall_seconds": 0.0}
+                "steps": run.steps, "wall_seconds": 0.0, "epsilon_rdp": ledger.epsilon("rdp"),
+                "dataset_size": run.dataset_size, "batch_size": run.batch_size}
 
     train_fn.calls = calls
     return train_fn
+
+
+def _ledger(run):
+    from tanplan.privacy.ledger import Ledger
+
+    ledger = Ledger(delta=run.delta)
+    if run.snip_sigma:
+        ledger.record_snip(run.q, run.snip_sigma, run.delta)
+    ledger.advance(ledger.open_release(0, run.q, run.sigma, run.delta), run.steps)
+    return ledger
 
 
 def fake_sweep_train(*, momentum_cost: float = 0.0, seed_effect: float = 0.0, calls=None):

@@ -35,11 +35,10 @@ def configure(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from tanplan.errors import UsageError
-
-    from tanplan.reports import fit as fit_report
     from tanplan.config import load_config, with_tuned
-    from tanplan.workflow import fit, ladder
+    from tanplan.errors import UsageError
+    from tanplan.reports import fit as fit_report
+    from tanplan.workflow import fit, ladder, privacy_spent
 
     cfg = load_config(args.config, args.set)
     cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
@@ -79,6 +78,10 @@ def run(args) -> int:
     else:
         result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=law, log=log)
         fit_report.write_fit_report(result, out)
+    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit")
+    log(f"ε of its {spent['runs']} runs composed: {spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) "
+        f"at δ = {spent['delta']:.3g}: the cost to the data they trained on ({out / privacy_spent.FILE})"
+        if spent["delta"] else "no release: nothing spent")
     if args.json:
         print_json(result)
     elif result.get("ladder") is not None and not result["ladder"]["found"]:

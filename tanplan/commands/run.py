@@ -16,6 +16,9 @@ def configure(parser) -> None:
                         "ladder finds, or the smallest of an explicit [fit] batch_sizes)")
     parser.add_argument("--launch-anyway", action="store_true", help="launch even when the ladder finds no knee "
                         "within its budget or the law does not hold (otherwise: no launch, exit 4)")
+    parser.add_argument("--tune-data", choices=("public", "private"), help="where the proxies learn: public data of "
+                        "the same task (default [tuning] data), or the private set, every release then composed "
+                        "into the total ε")
     parser.add_argument("--address", help="Ray cluster address for the sweep (default: local)")
     parser.add_argument("--baselines", action="store_true", help="also run the private heads and DP prototypes "
                         "on frozen features at the launch's ε (demo features unless --baseline-features)")
@@ -31,7 +34,7 @@ def run(args) -> int:
     from tanplan.reports.fit import prediction_text
     from tanplan.workflow.pipeline import run_pipeline
 
-    cfg = load_config(args.config, args.set)
+    cfg = load_config(args.config, args.set + ([f"tuning.data={args.tune_data}"] if args.tune_data else []))
     summary = run_pipeline(cfg, args.out, trials=args.trials, address=args.address,
                            log=(lambda *a: None) if args.json else print, baselines=args.baselines,
                            baseline_features=args.baseline_features, baseline_public=args.baseline_public,
@@ -42,6 +45,8 @@ def run(args) -> int:
         raise NotLaunched(f"not launched: {summary['reason']}; {summary['what_to_change']} "
                           f"(or --launch-anyway); report {args.out}/report.md")
     if not args.json:
-        print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; ε = {summary['epsilon_rdp']:.4g} "
-              f"(RDP); proxy compute {summary['proxy_compute_fraction']:.4f} of the target's; report {args.out}/report.md")
+        print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; launch ε = "
+              f"{summary['epsilon_rdp']:.4g}, total ε on the private set = {summary['epsilon_total_rdp']:.4g} (RDP; "
+              f"{summary['tuning_data']} tuning data); proxy compute {summary['proxy_compute_fraction']:.4f} of the "
+              f"target's; report {args.out}/report.md")
     return 0

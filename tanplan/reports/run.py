@@ -23,6 +23,7 @@ def run_report(name: str, plan, fit_result: dict | None, summary: dict, out: Pat
         sections.append(f"## Sweep on the proxy\n{sweep}")
     if fit_result is not None:
         sections.append(_law_and_launch(fit_result, summary))
+    sections.append(_privacy(summary))
     sections.append(_compute(plan, summary))
     return "\n\n".join(sections) + "\n"
 
@@ -67,6 +68,26 @@ def _law_and_launch(fit_result: dict, summary: dict) -> str:
 | predicted | interval | actual | abs. error | inside interval |
 |---|---|---|---|---|
 | {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |"""
+
+
+def _privacy(summary: dict) -> str:
+    """What the pipeline cost the private training examples, and which ε is the guarantee."""
+    tuning = summary["tuning"]
+    fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+    sizes = ""
+    if tuning["tuning_data"] == "public" and tuning["sizes_differ"]:
+        sizes = (f" The public set has {tuning['tuning_size']} examples against N = {tuning['private_size']}: the "
+                 "proxies keep the target's η_step (σ' = q'/(√2·η_step), q' = B'/N_pub), and the law is "
+                 "extrapolated across data sizes as well as batch sizes.")
+    return f"""## Privacy
+Proxies learned on {tuning['source']} (tuning data: **{tuning['tuning_data']}**).{sizes}
+
+| | ε (RDP) | ε (PLD) | δ |
+|---|---|---|---|
+| the launch alone | {fmt(summary['epsilon_rdp'])} | {fmt(summary['epsilon_pld'])} | {summary['delta']:.3g} |
+| every release on the private set ({summary['epsilon_total_runs']} runs) | {fmt(summary['epsilon_total_rdp'])} | {fmt(summary['epsilon_total_pld'])} | {summary['delta']:.3g} |
+
+Which is the guarantee: {summary['guarantee']}."""
 
 
 def _compute(plan, summary: dict) -> str:

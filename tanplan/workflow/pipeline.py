@@ -19,6 +19,11 @@ either) or the fit's verdict says the law does not hold, the pipeline stops befo
 summary.json (launched: false, the reason, what to change) and report.md, and returns; `tanplan run`
 then exits with NotLaunched (4). launch_anyway=True goes on (with no knee, the fit uses the top two rungs).
 
+Where the proxies learn ([tuning], tanplan.workflow.tuning): on public data of the same task by default,
+at the target's η_step, so the launch's ε is the whole cost to the private examples; or on the private
+set, and then every release that touched it (ladder rungs, sweep trials and re-runs, fit runs, DP-SNIP,
+the launch) is composed from the runs' ledgers into epsilon_total_rdp / epsilon_total_pld.
+
 Compute: every proxy run processes B'·S examples; the summary gives each stage's total as a fraction of
 the target's B·S (proxy_compute: ladder, sweep, fit, total; proxy_compute_fraction is the total). Only
 the ladder is bounded by `fit.max_proxy_fraction`: it is the stage whose length is not known in advance.
@@ -53,25 +58,28 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(cfg)
     plan = plan_stage(cfg, dataset, out, stages)
+    tune = tuning_stage(cfg, plan, stages)
+    proxies = tune.proxy_cfg  # every proxy (rung, trial, fit run) trains this config: the tuning data
     # The sweep is checked (space, proxy, Ray address form) before any proxy trains.
     sweep_check_b = proxy_batch_size or (cfg.fit.ladder_start if auto else min(cfg.fit.batch_sizes))
-    prepare_sweep(cfg, sweep_check_b, trials, dataset)
+    prepare_sweep(proxies, sweep_check_b, trials, None)
 
-    ladder = ladder_stage(cfg, out, stages) if auto else None
+    ladder = ladder_stage(proxies, out, stages) if auto else None
     if ladder is not None and not ladder["found"] and not launch_anyway:
-        return _not_launched(cfg, plan, out, started, stage="ladder", reason=ladder["reason"],
+        return _not_launched(cfg, plan, out, started, tune, stage="ladder", reason=ladder["reason"],
                              what_to_change=ladder["what_to_change"], ladder=ladder)
     sizes = ladder["past_knee"] if auto else list(cfg.fit.batch_sizes)
 
     sweep_b = proxy_batch_size or min(sizes)
-    best_overrides, sweep_examples = sweep_stage(cfg, sweep_b, trials, dataset, out, stages, address)
-    best_cfg = with_tuned(cfg, best_overrides, "the sweep's best configuration")
+    best_overrides, sweep_examples = sweep_stage(proxies, sweep_b, trials, None, out, stages, address)
+    where = "the sweep's best configuration"
+    best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
 
-    fit_result, fit_new = fit_stage(cfg, best_cfg, sizes, ladder, out, stages)
+    fit_result, fit_new = fit_stage(proxies, best_proxies, sizes, ladder, out, stages)
     compute = _compute(plan, ladder, sweep_examples, fit_new)
     if not fit_result["law_holds"] and not launch_anyway:
         reason, change = _law_verdict(fit_result)
-        return _not_launched(cfg, plan, out, started, stage="fit", reason=reason, what_to_change=change,
+        return _not_launched(cfg, plan, out, started, tune, stage="fit", reason=reason, what_to_change=change,
                              ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute)
 
     launched = launch_stage(best_cfg, plan, out, stages)
@@ -80,6 +88,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
                        accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
                        anyway=launch_anyway and not _trusted(ladder, fit_result))
+    summary.update(privacy_totals(out, tune, launched=True))
     baseline_md = ""
     if baselines and summary["epsilon_rdp"] is not None:
         stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
@@ -111,9 +120,11 @@ class _Stages:
 
 def _check_inputs(cfg: Config, proxy_batch_size, baseline_features, baseline_public) -> None:
     """Every input of every stage, before any data is loaded or any proxy trained."""
+    from tanplan.workflow import tuning
     from tanplan.workflow.fit import check_batch_sizes
     from tanplan.workflow.ladder import check_ladder
 
+    tuning.check(cfg)
     target = cfg.train.batch_size
     if cfg.fit.batch_sizes == "auto":
         check_ladder(cfg)
@@ -136,6 +147,43 @@ def plan_stage(cfg: Config, dataset, out: Path, stages: _Stages):
                 f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
     write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
     return plan
+
+
+def tuning_stage(cfg: Config, plan, stages: _Stages):
+    """Where the proxies learn (tanplan.workflow.tuning), said on one line."""
+    from tanplan.workflow import tuning
+
+    tune = tuning.resolve(cfg, plan)
+    line = f"  proxies learn on {tune.source}"
+    if tune.data == "public" and tune.sizes_differ:
+        line += (f"; N_pub = {tune.tuning_size} differs from N = {tune.private_size}: σ' keeps the target's η_step, "
+                 "and the law is extrapolated across data sizes too")
+    elif tune.data == "private":
+        line += ": every proxy's release is composed into the total ε"
+    stages.log(line)
+    return tune
+
+
+def privacy_totals(out: Path, tune, *, launched: bool) -> dict:
+    """The total ε of every release that touched the private training set, composed from the ledgers of the
+    runs that trained on it: the launch, and with private tuning every ladder rung, sweep trial and fit run."""
+    from tanplan.workflow.privacy_spent import ledgers_under, spent
+
+    folders = [out / "launch"] if launched else []
+    if tune.data == "private":
+        folders += [out / "ladder", out / "sweep" / "trials", out / "fit"]
+    ledgers = [ledger for folder in folders if folder.is_dir() for ledger in ledgers_under(folder)]
+    total = spent(ledgers)
+    proxies = len(ledgers) - int(launched)
+    if tune.data == "public":
+        guarantee = ("the launch's ε is the guarantee for the private training examples: the proxies trained on "
+                     f"{tune.source} and released nothing about them")
+    else:
+        guarantee = (f"the total ε is the guarantee for the private training examples: it composes every release "
+                     f"that touched them ({proxies} proxy runs{' and the launch' if launched else ''}); the "
+                     "launch's own ε holds only for someone who sees nothing of the proxies")
+    return {"tuning_data": tune.data, "tuning": tune.to_dict(), "epsilon_total_rdp": total["epsilon_rdp"],
+            "epsilon_total_pld": total["epsilon_pld"], "epsilon_total_runs": total["runs"], "guarantee": guarantee}
 
 
 def ladder_stage(cfg: Config, out: Path, stages: _Stages) -> dict:
@@ -267,12 +315,13 @@ def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: boo
     return summary
 
 
-def _not_launched(cfg: Config, plan, out: Path, started: float, *, stage: str, reason: str, what_to_change,
+def _not_launched(cfg: Config, plan, out: Path, started: float, tune, *, stage: str, reason: str, what_to_change,
                   ladder=None, fit_result=None, best=None, compute=None) -> dict:
     """Write summary.json and report.md of a run stopped before its launch; the summary (launched: false)."""
     compute = compute or _compute(plan, ladder, [], [])
     summary = _summary(plan, ladder, fit_result, best or {}, compute, launched=False, reason=reason,
                        what_to_change=what_to_change, stage=stage)
+    summary.update(privacy_totals(out, tune, launched=False))
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder))

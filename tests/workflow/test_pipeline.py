@@ -68,3 +68,46 @@ def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["actual_accuracy"] == summary["actual_accuracy"]
     assert (tmp_path / "run" / "baselines" / "baseline.json").is_file()
     assert math.isfinite(summary["wall_seconds"])
+
+
+def _fake_sweep_with_trials(train_fn, trials=2):
+    """A sweep that trains `trials` proxies through the fake engine (each writes its ledger), best lr 2.5."""
+
+    def run_sweep(spec, out, **kwargs):
+        from tanplan.config import config_from_dict
+
+        for t in range(trials):
+            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
+        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+
+    return run_sweep
+
+
+@pytest.mark.parametrize("tuning_data", ["public", "private"])
+def test_the_total_epsilon_composes_every_release_on_the_private_set(tmp_path, fake_engine, monkeypatch,
+                                                                     tuning_data):
+    from tanplan.engine.setup import load_data
+    from tanplan.privacy import accounting
+    from tanplan.privacy.mechanism import resolve_plan
+
+    monkeypatch.setattr(sweep, "run_sweep", _fake_sweep_with_trials(fake_engine))
+    cfg = load_config("experiments/mnist1d.toml", SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2",
+                                                           f"tuning.data={tuning_data}"])
+    summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None)
+    launch_cfg, proxy_cfgs = fake_engine.calls[-1], fake_engine.calls[:-1]
+    assert summary["tuning_data"] == tuning_data and len(proxy_cfgs) == 2 + 4  # two trials, four fit runs
+    assert launch_cfg.data.seed == cfg.data.seed and launch_cfg.train.proxy_batch_size == 0
+    if tuning_data == "public":  # proxies on an independent draw: the launch is the whole cost
+        assert {c.data.seed for c in proxy_cfgs} == {cfg.data.seed + 1}
+        assert summary["epsilon_total_rdp"] == summary["epsilon_rdp"]
+        assert "launch's ε is the guarantee" in summary["guarantee"]
+        return
+    assert {c.data.seed for c in proxy_cfgs} == {cfg.data.seed}
+    runs = [resolve_plan(c, load_data(c).num_train) for c in fake_engine.calls]  # every run's (q, σ, S)
+    independent = accounting.make_accountant("rdp")
+    for run in runs:
+        independent.compose(accounting.dp_sgd_event(run.q, run.sigma, run.steps))
+    assert summary["epsilon_total_rdp"] == pytest.approx(independent.get_epsilon(runs[0].delta), rel=1e-9)
+    assert summary["epsilon_total_rdp"] > max(run.epsilon("rdp") for run in runs)
+    assert summary["epsilon_total_pld"] < summary["epsilon_total_rdp"] and summary["epsilon_total_runs"] == 7
+    assert "## Privacy" in (tmp_path / "run" / "report.md").read_text()
