@@ -8,7 +8,7 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit]; each an ordinary
+Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit], [optimize]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
 """
@@ -138,6 +138,29 @@ class FitConfig:
                        "(tanplan.workflow.scaling)", choices=("auto", "log-linear", "flat"))
 
 
+@dataclass(frozen=True)
+class OptimizeConfig:
+    """[optimize]: the budget-frontier search of `tanplan optimize` (tanplan.workflow.optimize)."""
+
+    compute: int = setting(0, "compute budget C = B·S in examples; 0 = the target's train.batch_size × train.steps",
+                           lo=0)
+    candidates: int = setting(5, "frontier candidates simulated by proxies, those nearest train.steps", lo=3)
+    seeds: int = setting(3, "proxy runs (seeds) per simulated candidate", lo=1)
+    extend: int = setting(2, "when the best candidate is at an end of the simulated range, simulate up to this many "
+                          "more frontier candidates beyond it, one at a time", lo=0)
+    savings: float = setting(32.0, "every candidate's proxy is B' = B/savings at σ·B'/B and the same S (constant "
+                             "η_step); one factor keeps the ratio of sampling to DP noise equal along the frontier",
+                             lo=1)
+    min_proxy_batch_size: int = setting(8, "candidates whose proxy batch would be smaller are left off", lo=1)
+    steps_factor: float = setting(2.0, "ratio of the S of consecutive simulated candidates; the frontier between "
+                                  "them is predicted on a grid twice as fine", lo=1, lo_open=True)
+    rescale: bool = setting(True, "scale the learning rate by S_ref/S (TAN §4.3: lr ∝ 1/S at constant η) and the "
+                            "EMA horizon and warm-up by S/S_ref, S_ref = train.steps")
+    law: str = setting("quadratic", "accuracy against ln S: quadratic | linear | flat | auto (drops the top term "
+                       "while its interval contains 0)", choices=("quadratic", "linear", "flat", "auto"))
+    level: float = setting(0.95, "level of the prediction and comparison intervals", lo=0.5, hi=1, hi_open=True)
+
+
 SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
@@ -147,6 +170,7 @@ SECTIONS: dict[str, type] = {
     "pruning": PruningConfig,
     "sweep": SweepConfig,
     "fit": FitConfig,
+    "optimize": OptimizeConfig,
 }
 
 # Keys that moved: the old spelling is read as the new one.
@@ -169,6 +193,7 @@ class Config:
     pruning: PruningConfig = field(default_factory=PruningConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     fit: FitConfig = field(default_factory=FitConfig)
+    optimize: OptimizeConfig = field(default_factory=OptimizeConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Nested plain dict {section: {key: value}}."""

@@ -8,7 +8,9 @@ import numpy as np
 SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
 
 
-def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
+def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=False):
+    """A train_fn whose test accuracy is law(B of the run) + N(0, noise²); with of_run, law(RunPlan) (the
+    optimize stage's laws depend on S too). Every call's config is kept in train_fn.calls."""
     calls = []
     rng = np.random.default_rng(0)
 
@@ -19,7 +21,7 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
 
         run = resolve_plan(cfg, load_data(cfg).num_train)
         calls.append(cfg)
-        return {"test_accuracy": law(run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
+        return {"test_accuracy": law(run if of_run else run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
                 "steps": run.steps, "wall_seconds": 0.0}
 
     train_fn.calls = calls
