@@ -58,7 +58,8 @@ def run(args) -> int:
               f"(ε = {r['eps_rdp']:.4f} RDP), learning rate {r['learning_rate']:.4g}: predicted accuracy "
               f"{r['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]")
     print(f"verdict: {result['verdict']}")
-    print(f"proxy compute: {result['proxy_compute_fraction']:.3f} of one launch; {result['wall_seconds']:.0f} s")
+    print(f"proxy compute: {result['proxy_compute_fraction']:.3f} of one launch; simulated in "
+          f"{result['simulation_seconds']:.0f} s")
     if result["launch"]:
         a = result["launch"]
         print(f"launched: actual accuracy {a['actual_accuracy']:.4f} "

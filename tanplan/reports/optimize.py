@@ -128,7 +128,8 @@ def optimize_markdown(result: dict) -> str:
                   f"{launched['epsilon_rdp']:.4g} (RDP), {launched['epsilon_pld']:.4g} (PLD) in "
                   f"{launched['wall_seconds']:.0f} s; files in {launched['folder']}."]
     law = result["law"]
-    coef = " + ".join(f"{c:.4g}·u^{k}" if k else f"{c:.4g}" for k, c in enumerate(law["coef"]))
+    coef = f"{law['coef'][0]:.4g}" + "".join(f" {'−' if c < 0 else '+'} {abs(c):.4g}·u{'²' if k == 2 else ''}"
+                                            for k, c in enumerate(law["coef"]) if k)
     lines += ["", "## How it was chosen", "",
               f"{len(result['points'])} proxy runs: {settings['candidates']} candidates nearest S_ref = "
               f"{result['reference_steps']} (spaced ×{settings['steps_factor']:g}) × {settings['seeds']} seeds, each "
@@ -144,8 +145,8 @@ def optimize_markdown(result: dict) -> str:
               f"its full-scale run (small where accuracy is flat in B at constant η_step, TAN Fig. 4). Candidates "
               f"outside the simulated S range are extrapolated and never recommended.", "",
               f"Proxy compute: {result['proxy_examples']:,} examples = **{result['proxy_compute_fraction']:.3f}** "
-              f"of one launch of the recommendation ({best['compute']:,} examples); {result['wall_seconds']:.0f} s "
-              f"in all.", "", "![frontier](frontier.png)", "",
+              f"of one launch of the recommendation ({best['compute']:,} examples); the simulation took "
+              f"{result['simulation_seconds']:.0f} s.", "", "![frontier](frontier.png)", "",
               "## Every candidate", "",
               "| B | S | σ | exact ε (RDP) | η_step | regime | cost B·S (÷ C) | lr | proxy B' | proxy runs | "
               "predicted [interval] |",

@@ -246,7 +246,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     result["proxy_runs"] = len(points)
     result["proxy_compute_fraction"] = result["proxy_examples"] / result["recommendation"]["compute"]
     result["launch"] = None
-    result["wall_seconds"] = time.perf_counter() - started
+    result["wall_seconds"] = result["simulation_seconds"] = time.perf_counter() - started
     if out is not None:
         _write(result, Path(out))
     if launch_best:
