@@ -143,7 +143,7 @@ def optimize_markdown(result: dict) -> str:
               f"R² = {law['r2']:.3f}. Intervals are {level:.0%} prediction intervals for one new run at proxy "
               f"scale: they cover seed noise and the law's uncertainty, not a systematic gap between a proxy and "
               f"its full-scale run (small where accuracy is flat in B at constant η_step, TAN Fig. 4). Candidates "
-              f"outside the simulated S range are extrapolated and never recommended.", "",
+              f"outside the law's range are extrapolated and never recommended.", "", _range_text(law), "",
               f"Proxy compute: {result['proxy_examples']:,} examples = **{result['proxy_compute_fraction']:.3f}** "
               f"of one launch of the recommendation ({best['compute']:,} examples); the simulation took "
               f"{result['simulation_seconds']:.0f} s.", "", "![frontier](frontier.png)", "",
@@ -154,7 +154,7 @@ def optimize_markdown(result: dict) -> str:
     for r in result["frontier"]:
         low, high = r["prediction_interval"]
         runs = ", ".join(_pct(a) for a in r["runs"]) if r["runs"] else "-"
-        mark = "" if r["eligible"] else " (extrapolated)"
+        mark = "" if r["eligible"] else (" (outside the law's range)" if r.get("outside_law") else " (extrapolated)")
         lines.append(f"| {r['batch_size']:,} | {r['steps']:,} | {r['sigma']:.4g} | {r['eps_rdp']:.4f} | "
                      f"{r['eta_step']:.3g} | {r['regime']} | {r['compute']:,} ({r['compute'] / result['compute']:.3f}) | "
                      f"{r['learning_rate']:.3g} | {r['proxy_batch_size']} | {runs} | {_pct(r['predicted_accuracy'])} "
@@ -169,6 +169,20 @@ def optimize_markdown(result: dict) -> str:
               "The proxies' own ε is no guarantee for anything released, and tuning on the private data is "
               "not accounted: simulate on public or similar data where you can."]
     return "\n".join(lines) + "\n"
+
+
+def _range_text(law: dict) -> str:
+    span = law["range"]
+    tests = [f"{name} p = {span[key]:.3g}" for name, key in (("lack of fit", "lack_of_fit_p"),
+                                                             ("equal variances (Bartlett)", "equal_variance_p"))
+             if span[key] is not None]
+    tests = "; ".join(tests) if tests else "no test possible without spare candidates or seeds"
+    if not span["excluded"]:
+        return f"The law covers S = {span['low']:,} to {span['high']:,} (over every simulated candidate: {tests})."
+    return (f"The law covers S = {span['low']:,} to {span['high']:,}: simulated S = "
+            f"{', '.join(f'{s:,}' for s in span['excluded'])} left out (over every simulated candidate: {tests}; "
+            f"while a test fails at {1 - law['level']:.2g}, the end of the range whose removal leaves the smaller "
+            f"residual scatter is dropped, never the best candidate, down to three candidates).")
 
 
 def write_optimize_report(result: dict, out: Path) -> None:

@@ -15,6 +15,13 @@ are told apart when the `level` confidence interval of the difference of their e
 
 law "quadratic", "linear" or "flat" fixes the degree (2, 1, 0); "auto" starts from 2 and drops the top
 term while its `level` interval contains 0 (a pre-test, as tanplan.workflow.scaling does for the slope).
+
+Seeds are replicates, so the law can be checked against the data: the lack-of-fit F test compares the
+scatter of the candidates' mean accuracies around the law with the scatter of the seeds around their
+candidate's mean (pure error). A small p-value says the law does not hold over the range fitted (a
+cliff, say, where a candidate's rescaled learning rate is too large). The intervals also assume that every
+candidate's seeds scatter alike; Bartlett's test (equal_variance_p) checks it: an unstable candidate
+whose seeds scatter far more than the others' fails it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class FrontierLaw:
     n: int
     x_mean: float
     r2: float
+    lack_of_fit_p: float | None = None  # p-value of the lack-of-fit F test; None without spare cells or seeds
 
     @property
     def degree(self) -> int:
@@ -91,7 +99,7 @@ class FrontierLaw:
 
     def to_dict(self) -> dict:
         return {"model": self.model, "coef": list(self.coef), "residual_std": self.residual_std, "n": self.n,
-                "dof": self.dof, "x_mean": self.x_mean, "r2": self.r2}
+                "dof": self.dof, "x_mean": self.x_mean, "r2": self.r2, "lack_of_fit_p": self.lack_of_fit_p}
 
 
 def fit_degree(steps, accuracies, degree: int) -> FrontierLaw:
@@ -113,7 +121,27 @@ def fit_degree(steps, accuracies, degree: int) -> FrontierLaw:
     ss_tot = float(((y - y.mean()) ** 2).sum())
     dof = x.size - (degree + 1)
     return FrontierLaw(tuple(float(c) for c in coef), tuple(tuple(float(v) for v in r) for r in xtx_inv),
-                       math.sqrt(ss_res / dof), int(x.size), x_mean, 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0)
+                       math.sqrt(ss_res / dof), int(x.size), x_mean, 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0,
+                       lack_of_fit(x, y, ss_res, degree + 1))
+
+
+def lack_of_fit(x: np.ndarray, y: np.ndarray, ss_res: float, params: int) -> float | None:
+    """p-value of the lack-of-fit F test: F = (SS_lof/(m − p)) / (SS_pe/(n − m)), m distinct x, SS_pe the
+    squares of the replicates around their x's mean and SS_lof = SS_res − SS_pe. None when m ≤ p or n ≤ m."""
+    from scipy import stats
+
+    groups: dict[float, list[float]] = {}
+    for xi, yi in zip(np.round(x, 12), y):
+        groups.setdefault(float(xi), []).append(float(yi))
+    m, n = len(groups), len(y)
+    if m <= params or n <= m:
+        return None
+    ss_pe = sum(float(((np.asarray(g) - np.mean(g)) ** 2).sum()) for g in groups.values())
+    ss_lof = max(0.0, ss_res - ss_pe)
+    if ss_pe <= 0:
+        return 0.0 if ss_lof > 0 else 1.0
+    f = (ss_lof / (m - params)) / (ss_pe / (n - m))
+    return float(stats.f.sf(f, m - params, n - m))
 
 
 def fit_frontier_law(steps, accuracies, law: str = "quadratic", level: float = 0.95) -> FrontierLaw:
@@ -132,4 +160,20 @@ def fit_frontier_law(steps, accuracies, law: str = "quadratic", level: float = 0
         degree -= 1
 
 
-__all__ = ["FrontierLaw", "LAWS", "fit_degree", "fit_frontier_law"]
+def equal_variance_p(steps, accuracies) -> float | None:
+    """p-value of Bartlett's test that the accuracies of every S with two runs or more share one variance;
+    None with fewer than two such S, or when every such S has runs of one value."""
+    from scipy import stats
+
+    groups: dict[int, list[float]] = {}
+    for s, a in zip(steps, accuracies):
+        groups.setdefault(int(s), []).append(float(a))
+    samples = [g for g in groups.values() if len(g) >= 2]
+    if len(samples) < 2 or all(np.var(g) == 0 for g in samples):
+        return None
+    if any(np.var(g) == 0 for g in samples):
+        return 0.0  # one S repeats exactly while another scatters: the variances differ
+    return float(stats.bartlett(*samples).pvalue)
+
+
+__all__ = ["FrontierLaw", "LAWS", "equal_variance_p", "fit_degree", "fit_frontier_law", "lack_of_fit"]

@@ -221,18 +221,18 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     for c in window:
         simulate(c)
     for _ in range(opt.extend):  # the best at an end of the simulated range: look one step beyond it
-        law = _fit(points, rows, opt)
-        beyond = _beyond(front.candidates, rows, law, opt.steps_factor)
+        law, span = _fit(points, rows, opt)
+        beyond = _beyond(front.candidates, rows, law, span)
         if beyond is None:
             break
-        log(f"  the best simulated candidate is at an end of the range: simulating S = {beyond.steps} too")
+        log(f"  the best candidate is at an end of the simulated range: simulating S = {beyond.steps} too")
         simulate(beyond)
-    law = _fit(points, rows, opt)
-    simulated = sorted(s for s, r in rows.items() if r["simulated"] and not r["diverged"])
+    law, span = _fit(points, rows, opt)
     for row in rows.values():
         mean, low, high = law.predict(row["steps"], opt.level)
-        row.update(predicted_accuracy=mean, prediction_interval=[low, high],
-                   eligible=simulated[0] <= row["steps"] <= simulated[-1] and not row["diverged"])
+        inside = span["low"] <= row["steps"] <= span["high"]
+        row.update(predicted_accuracy=mean, prediction_interval=[low, high], eligible=inside and not row["diverged"],
+                   outside_law=row["simulated"] and not row["diverged"] and not inside)
     rows = [rows[s] for s in sorted(rows)]
     result = {"experiment": cfg.experiment.name, "dataset_size": n, "epsilon": cfg.privacy.epsilon, "delta": delta,
               "compute": compute, "accountant": "rdp", "reference_steps": cfg.train.steps,
@@ -241,7 +241,8 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
                                                          "level")},
               "frontier": rows, "dropped": front.to_dict()["dropped"], "points": points, "source": source}
     result.update(_choose(rows, law, opt.level, (front.candidates[0].steps, front.candidates[-1].steps)))
-    result["law"] = {**law.to_dict(), "level": opt.level, "top_interval": list(law.top_interval(opt.level))}
+    result["law"] = {**law.to_dict(), "level": opt.level, "top_interval": list(law.top_interval(opt.level)),
+                     "range": span}
     result["proxy_examples"] = sum(p["batch_size"] * p["steps"] for p in points)
     result["proxy_runs"] = len(points)
     result["proxy_compute_fraction"] = result["proxy_examples"] / result["recommendation"]["compute"]
@@ -256,32 +257,48 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     return result
 
 
-def _fit(points: list[dict], rows: dict, opt):
-    """The law of opt.law over the proxy runs so far (UsageError-free: the window was checked)."""
-    from tanplan.workflow.frontier_law import fit_frontier_law
+def _fit(points: list[dict], rows: dict, opt) -> tuple:
+    """(law, range): the law of opt.law over the proxy runs of the widest range of simulated S that passes
+    the lack-of-fit and the equal-variance tests (tanplan.workflow.frontier_law) at 1 − level. While one
+    fails, the end of the range (never the best candidate) whose removal leaves the smaller residual
+    scatter is dropped, down to three candidates. range = {"low", "high", "excluded", "lack_of_fit_p",
+    "equal_variance_p"}, the p-values those of every simulated candidate."""
+    from tanplan.workflow.frontier_law import equal_variance_p, fit_frontier_law
 
-    trained = {p["candidate_steps"] for p in points}
-    if len(trained) < 3:
-        raise TrainingDiverged(f"only {len(trained)} candidates trained without diverging "
-                               f"({', '.join(str(s) for s, r in rows.items() if r['diverged'])} diverged): "
+    means = {s: statistics.fmean(r["runs"]) for s, r in rows.items() if r["runs"]}
+    if len(means) < 3:
+        raise TrainingDiverged(f"only {len(means)} candidates trained without diverging "
+                               f"(S = {', '.join(str(s) for s, r in rows.items() if r['diverged'])} diverged): "
                                f"lower train.learning_rate or turn optimize.rescale off")
-    return fit_frontier_law([p["candidate_steps"] for p in points], [p["test_accuracy"] for p in points],
-                            opt.law, opt.level)
+    best = max(means, key=lambda s: means[s])
+
+    def fit(span):
+        used = [p for p in points if span[0] <= p["candidate_steps"] <= span[-1]]
+        steps, acc = [p["candidate_steps"] for p in used], [p["test_accuracy"] for p in used]
+        return fit_frontier_law(steps, acc, opt.law, opt.level), equal_variance_p(steps, acc)
+
+    span = sorted(means)
+    law, equal_p = fit(span)
+    first = {"lack_of_fit_p": law.lack_of_fit_p, "equal_variance_p": equal_p}
+    while len(span) > 3 and min(p for p in (law.lack_of_fit_p, equal_p, 1.0) if p is not None) < 1 - opt.level:
+        trials = [(fit(cut), cut) for cut in (span[1:], span[:-1]) if best in cut]
+        (law, equal_p), span = min(trials, key=lambda t: t[0][0].residual_std)
+    excluded = [s for s in sorted(means) if not span[0] <= s <= span[-1]]
+    return law, {"low": span[0], "high": span[-1], "excluded": excluded, **first}
 
 
-def _beyond(candidates, rows: dict, law, factor: float) -> Candidate | None:
-    """The frontier candidate one step (at most ×factor) beyond the simulated end where the law's best
-    simulated-range candidate sits, or None (the best is inside, or nothing lies beyond)."""
-    simulated = sorted(s for s, r in rows.items() if r["simulated"] and not r["diverged"])
-    low, high = simulated[0], simulated[-1]
-    inside = [s for s in rows if low <= s <= high and not rows[s]["diverged"]]
+def _beyond(candidates, rows: dict, law, span: dict) -> Candidate | None:
+    """The next frontier candidate beyond the simulated end where the law's best candidate sits, or None
+    (the best is inside, that end was cut by the lack-of-fit test, or nothing lies beyond)."""
+    simulated = sorted(s for s, r in rows.items() if r["simulated"])
+    inside = [s for s in rows if span["low"] <= s <= span["high"] and not rows[s]["diverged"]]
     best = max(inside, key=lambda s: (round(law.mean(s), 12), -s))
-    if best == low:
-        options = [c for c in candidates if low / factor * 0.999 <= c.steps < low and not rows[c.steps]["simulated"]]
-        return min(options, key=lambda c: c.steps) if options else None
-    if best == high:
-        options = [c for c in candidates if high < c.steps <= high * factor * 1.001 and not rows[c.steps]["simulated"]]
+    if best == span["low"] == simulated[0]:
+        options = [c for c in candidates if c.steps < best]
         return max(options, key=lambda c: c.steps) if options else None
+    if best == span["high"] == simulated[-1]:
+        options = [c for c in candidates if c.steps > best]
+        return min(options, key=lambda c: c.steps) if options else None
     return None
 
 

@@ -75,3 +75,29 @@ def test_too_few_runs_or_steps_for_the_degree_are_refused():
         fit_degree([100, 200, 400], [0.1, 0.2, 0.3], 2)
     with pytest.raises(ValueError, match="not known"):
         fit_frontier_law([100, 200, 400, 800], [0.1, 0.2, 0.3, 0.4], "cubic")
+
+
+def test_lack_of_fit_rejects_a_cliff_and_is_calibrated_on_a_parabola():
+    rng = np.random.default_rng(4)
+    cliff = lambda s: 0.3 if s == 75 else parabola(s)  # noqa: E731
+    assert fit_degree(*runs(cliff, 3, 0.01, rng), 2).lack_of_fit_p < 0.01
+    rejected = [fit_degree(*runs(parabola, 3, 0.01, rng), 2).lack_of_fit_p < 0.1 for _ in range(300)]
+    assert 0.05 <= sum(rejected) / len(rejected) <= 0.16
+    assert fit_degree([100, 200, 400, 800], [0.1, 0.2, 0.3, 0.4], 2).lack_of_fit_p is None  # no replicates
+
+
+def test_equal_variances_fail_for_an_unstable_candidate_and_hold_otherwise():
+    """Bartlett's test, 3 seeds per S: one S scattering 10× more is caught in most studies; with equal
+    scatter it rejects at about its level."""
+    from tanplan.workflow.frontier_law import equal_variance_p
+
+    rng = np.random.default_rng(6)
+
+    def p_value(unstable_noise):
+        steps, acc = runs(parabola, 3, 0.01, rng)
+        return equal_variance_p(steps, [a + (rng.normal(0, unstable_noise) if s == 75 else 0.0)
+                                        for s, a in zip(steps, acc)])
+
+    assert sum(p_value(0.1) < 0.05 for _ in range(200)) / 200 >= 0.7
+    assert sum(p_value(0.0) < 0.05 for _ in range(200)) / 200 <= 0.12
+    assert equal_variance_p(STEPS, [0.1, 0.2, 0.3, 0.4, 0.5]) is None  # one run per S: nothing to compare

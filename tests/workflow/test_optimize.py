@@ -156,3 +156,22 @@ def test_a_diverging_candidate_is_left_out_of_the_law_and_never_recommended():
     assert row["diverged"] and not row["eligible"] and row["runs"] == []
     assert all(p["candidate_steps"] != 10 for p in result["points"])
     assert result["recommendation"]["steps"] == 40
+
+
+def test_an_unstable_end_candidate_is_left_out_of_the_law():
+    """S = 10 scatters ten times more than the others (a learning rate near its limit): the equal-variance
+    test fails over every candidate, so the law covers S = 20..160 only, and S = 10 is never recommended."""
+    import numpy as np
+
+    cfg = load_config(CONFIG, OPT)
+    rng = np.random.default_rng(5)
+    law = peaked(40)
+    unstable = fake_train(lambda run: law(run) + (rng.normal(0, 0.1) if run.steps == 10 else 0.0), noise=0.003,
+                          of_run=True)
+    result = optimize(cfg, None, train_fn=unstable, log=quiet)
+    span = result["law"]["range"]
+    assert span["excluded"] == [10] and span["equal_variance_p"] < 0.05
+    assert (span["low"], span["high"]) == (20, 160)
+    row = next(r for r in result["frontier"] if r["steps"] == 10)
+    assert row["outside_law"] and not row["eligible"]
+    assert result["recommendation"]["steps"] == 40
