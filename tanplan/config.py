@@ -148,10 +148,11 @@ class OptimizeConfig:
     seeds: int = setting(3, "proxy runs (seeds) per simulated candidate", lo=1)
     extend: int = setting(2, "when the best candidate is at an end of the simulated range, simulate up to this many "
                           "more frontier candidates beyond it, one at a time", lo=0)
-    savings: float = setting(32.0, "every candidate's proxy is B' = B/savings at σ·B'/B and the same S (constant "
-                             "η_step); one factor keeps the ratio of sampling to DP noise equal along the frontier",
-                             lo=1)
-    min_proxy_batch_size: int = setting(8, "candidates whose proxy batch would be smaller are left off", lo=1)
+    savings: float = setting(32.0, "every candidate's proxy is B' = B/savings (TAN Table 3: one factor for all), at "
+                             "σ·B'/B and the same S (constant η_step), but never below min_proxy_batch_size", lo=1)
+    min_proxy_batch_size: int = setting(128, "the smallest proxy batch B': below the batch law's knee a proxy is "
+                                        "held back or helped by sampling noise its target does not have (mnist1d: "
+                                        "B' ≈ 64-128); candidates with B < 4 × this are left off the frontier", lo=1)
     steps_factor: float = setting(2.0, "ratio of the S of consecutive simulated candidates; the frontier between "
                                   "them is predicted on a grid twice as fine", lo=1, lo_open=True)
     rescale: bool = setting(True, "scale the learning rate by S_ref/S (TAN §4.3: lr ∝ 1/S at constant η) and the "

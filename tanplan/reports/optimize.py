@@ -65,7 +65,7 @@ def figure_frontier(result: dict, path: Path) -> Path:
                 label=f"{result['law']['model']} law in ln S")
         ax.plot(s, [r["predicted_accuracy"] for r in rows], ":", color="C0", label="extrapolated (not recommended)")
         runs = [(p["candidate_steps"], p["test_accuracy"]) for p in result["points"]]
-        ax.plot([x for x, _ in runs], [y for _, y in runs], "x", color="C7", label="proxy runs (B' = B/savings)")
+        ax.plot([x for x, _ in runs], [y for _, y in runs], "x", color="C7", label="proxy runs (B' = max(B/savings, floor))")
         for row, style, name in ((best, "o", "recommended"), (runner, "s", "runner-up")):
             low, high = row["prediction_interval"]
             ax.errorbar([row["steps"]], [row["predicted_accuracy"]], yerr=[[row["predicted_accuracy"] - low],
@@ -133,8 +133,9 @@ def optimize_markdown(result: dict) -> str:
     lines += ["", "## How it was chosen", "",
               f"{len(result['points'])} proxy runs: {settings['candidates']} candidates nearest S_ref = "
               f"{result['reference_steps']} (spaced ×{settings['steps_factor']:g}) × {settings['seeds']} seeds, each "
-              f"at B' = B/{settings['savings']:g} with σ·B'/B and the same S (constant η_step). One savings factor "
-              f"for all keeps the ratio of sampling noise to DP noise the same along the frontier. "
+              f"at B' = max(B/{settings['savings']:g}, {settings['min_proxy_batch_size']}) with σ·B'/B and the same S "
+              f"(constant η_step): one savings factor for all, as in TAN's privacy-parameter search, but no proxy "
+              f"below the batch law's knee, where sampling noise the target does not have moves its accuracy. "
               + ("The learning rate is scaled by S_ref/S and the EMA horizon by S/S_ref (TAN §4.3). "
                  if settings["rescale"] else "Hyper-parameters are the config's, unscaled. "),
               "",
@@ -179,10 +180,12 @@ def _range_text(law: dict) -> str:
     tests = "; ".join(tests) if tests else "no test possible without spare candidates or seeds"
     if not span["excluded"]:
         return f"The law covers S = {span['low']:,} to {span['high']:,} (over every simulated candidate: {tests})."
-    return (f"The law covers S = {span['low']:,} to {span['high']:,}: simulated S = "
-            f"{', '.join(f'{s:,}' for s in span['excluded'])} left out (over every simulated candidate: {tests}; "
-            f"while a test fails at {1 - law['level']:.2g}, the end of the range whose removal leaves the smaller "
-            f"residual scatter is dropped, never the best candidate, down to three candidates).")
+    how = ("the widest run of consecutive simulated S on which it passes both tests at "
+           f"{1 - law['level']:.2g}, the least scattered among equally wide ones" if span.get("passes", True) else
+           "NO run of three or more consecutive simulated S passes both tests: these three scatter least, and the "
+           "intervals assume what the tests reject")
+    return (f"The law covers S = {span['low']:,} to {span['high']:,}, {how}: simulated S = "
+            f"{', '.join(f'{s:,}' for s in span['excluded'])} left out (over every simulated candidate: {tests}).")
 
 
 def write_optimize_report(result: dict, out: Path) -> None:

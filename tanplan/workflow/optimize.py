@@ -3,14 +3,19 @@
 1. The frontier (tanplan.privacy.frontier): every (B = ⌊C/S⌋, S) on a geometric grid of S around the
    config's own S (S_ref), σ calibrated to privacy.epsilon with the exact RDP accountant.
 2. A few candidates (those nearest S_ref, [optimize] candidates, spaced by steps_factor) are simulated
-   by their constant-η_step proxies (B' = B/savings, σ·B'/B, S), with [optimize] seeds seeds each,
-   through the engine (tanplan.workflow.fit.train_points). One savings factor for all keeps each proxy's
-   ratio of sampling noise to DP noise the same along the frontier: that ratio scales as k·N²η²/(B·S)
-   = k·N²η²/C, and η is fixed by ε.
-3. Accuracy against ln S is fitted (tanplan.workflow.frontier_law) and predicted on the whole grid; the
-   recommendation is the best predicted candidate inside the simulated range (no extrapolation), with
-   its prediction interval, the runner-up, the worst-predicted candidate, and whether the data can tell
-   them apart.
+   by their constant-η_step proxies (B', σ·B'/B, S), with [optimize] seeds seeds each, through the engine
+   (tanplan.workflow.fit.train_points). B' = B/savings, one factor for all as in TAN's privacy-parameter
+   search (Table 3), but never below min_proxy_batch_size: below the batch law's knee a proxy is held
+   back, or helped, by sampling noise its target does not have, by an amount that changes along the
+   frontier (mnist1d at ε = 0.7, S = 1200, B = 1024: proxies at B' = 32 reached 79% against 73% at full
+   scale; at B' = 64-256, 74-76%). A candidate whose batch is under MIN_SAVINGS × that floor is left off:
+   its proxy would cost nearly a launch.
+3. Accuracy against ln S is fitted (tanplan.workflow.frontier_law) over the widest run of simulated S
+   on which the law passes its lack-of-fit and equal-variance tests, and predicted on the whole grid;
+   when the best candidate sits at an end of the simulated range, the next frontier candidate beyond it
+   is simulated too ([optimize] extend times at most). The recommendation is the best predicted
+   candidate inside the law's range (no extrapolation), with its prediction interval, the runner-up,
+   the worst-predicted candidate, and whether the data can tell them apart.
 4. With launch=True the recommendation is launched through tanplan.workflow.launch.launch, exactly as
    `tanplan run` launches its target.
 
@@ -35,6 +40,7 @@ from tanplan.errors import TrainingDiverged, UsageError
 from tanplan.privacy.frontier import Candidate, anchor_steps, check_budget, frontier
 
 SECONDS_PER_HOUR = 3600
+MIN_SAVINGS = 4  # a simulated candidate's proxy costs at most a quarter of its launch
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -107,8 +113,9 @@ def candidate_overrides(cfg: Config, candidate: Candidate) -> dict:
             "privacy.sigma": 0.0, **rescaled(cfg, candidate.steps, cfg.optimize.rescale)}
 
 
-def proxy_batch_size(candidate: Candidate, savings: float) -> int:
-    return max(1, round(candidate.batch_size / savings))
+def proxy_batch_size(candidate: Candidate, savings: float, floor: int) -> int:
+    """B' = B/savings, rounded, but at least `floor` (and at most B)."""
+    return min(candidate.batch_size, max(floor, round(candidate.batch_size / savings)))
 
 
 def check_config(cfg: Config) -> None:
@@ -156,10 +163,10 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     opt = cfg.optimize
     check_config(cfg)
     compute = compute or opt.compute or cfg.train.batch_size * cfg.train.steps
-    min_batch = math.ceil(opt.savings * opt.min_proxy_batch_size)
+    min_batch = MIN_SAVINGS * opt.min_proxy_batch_size
     if compute < min_batch:
         raise UsageError(f"compute {compute} is not allowed: it is smaller than one step of the smallest batch "
-                         f"{min_batch} (optimize.savings × optimize.min_proxy_batch_size)")
+                         f"{min_batch} ({MIN_SAVINGS} × optimize.min_proxy_batch_size)")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise UsageError(f"--out {out} is not allowed: it is a file, not a folder")
     if launch_best and out is None:
@@ -176,9 +183,9 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
                      anchor=anchor)
     window = simulated_window(list(front.candidates), anchor, opt.steps_factor, opt.candidates)
     if len(window) < 3:
-        raise UsageError(f"only {len(window)} frontier candidates can be simulated with proxies of at least "
-                         f"{opt.min_proxy_batch_size} examples (compute {compute}, N = {n}): raise the compute or "
-                         f"lower optimize.savings or optimize.steps_factor")
+        raise UsageError(f"only {len(window)} frontier candidates have a batch of at least {min_batch} "
+                         f"({MIN_SAVINGS} × optimize.min_proxy_batch_size) at compute {compute} and N = {n}: raise "
+                         f"the compute, or lower optimize.min_proxy_batch_size or optimize.steps_factor")
     law_needs = {"quadratic": 3, "linear": 2, "flat": 1, "auto": 1}[opt.law]
     if len(window) * opt.seeds < law_needs + 2:
         raise UsageError(f"optimize.seeds = {opt.seeds} is not allowed with {len(window)} candidates: the "
@@ -187,13 +194,14 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     rows = {}
     for c in front.candidates:
         overrides = candidate_overrides(cfg, c)
-        b_proxy = proxy_batch_size(c, opt.savings)
+        b_proxy = proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size)
         rows[c.steps] = {**c.to_dict(), "learning_rate": overrides["train.learning_rate"],
                          "ema_decay": overrides["train.ema_decay"], "warmup_steps": overrides["train.warmup_steps"],
                          "proxy_batch_size": b_proxy, "proxy_sigma": c.sigma * b_proxy / c.batch_size,
                          "simulated": False, "diverged": None, "overrides": overrides, "runs": []}
     log(f"frontier: N = {n}, ε = {cfg.privacy.epsilon:g}, δ = {delta:.3g}, C = {compute:,} examples: "
-        f"{len(rows)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = B/{opt.savings:g}")
+        f"{len(rows)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = max(B/{opt.savings:g}, "
+        f"{opt.min_proxy_batch_size})")
 
     points: list[dict] = []
 
@@ -240,7 +248,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
                                                          "min_proxy_batch_size", "steps_factor", "rescale", "law",
                                                          "level")},
               "frontier": rows, "dropped": front.to_dict()["dropped"], "points": points, "source": source}
-    result.update(_choose(rows, law, opt.level, (front.candidates[0].steps, front.candidates[-1].steps)))
+    result.update(_choose(rows, law, opt.level, span, (front.candidates[0].steps, front.candidates[-1].steps)))
     result["law"] = {**law.to_dict(), "level": opt.level, "top_interval": list(law.top_interval(opt.level)),
                      "range": span}
     result["proxy_examples"] = sum(p["batch_size"] * p["steps"] for p in points)
@@ -258,33 +266,38 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
 
 
 def _fit(points: list[dict], rows: dict, opt) -> tuple:
-    """(law, range): the law of opt.law over the proxy runs of the widest range of simulated S that passes
-    the lack-of-fit and the equal-variance tests (tanplan.workflow.frontier_law) at 1 − level. While one
-    fails, the end of the range (never the best candidate) whose removal leaves the smaller residual
-    scatter is dropped, down to three candidates. range = {"low", "high", "excluded", "lack_of_fit_p",
-    "equal_variance_p"}, the p-values those of every simulated candidate."""
+    """(law, range): the law of opt.law over the widest run of consecutive simulated S on which it passes
+    the lack-of-fit and the equal-variance tests (tanplan.workflow.frontier_law) at 1 − level; among
+    equally wide runs, the one with the smallest residual scatter. With no such run of three or more, the
+    three consecutive S with the smallest scatter, and range["passes"] is False. range = {"low", "high",
+    "excluded", "passes", "lack_of_fit_p", "equal_variance_p"}, the p-values those of every simulated S."""
     from tanplan.workflow.frontier_law import equal_variance_p, fit_frontier_law
 
-    means = {s: statistics.fmean(r["runs"]) for s, r in rows.items() if r["runs"]}
-    if len(means) < 3:
-        raise TrainingDiverged(f"only {len(means)} candidates trained without diverging "
+    trained = sorted(s for s, r in rows.items() if r["runs"])
+    if len(trained) < 3:
+        raise TrainingDiverged(f"only {len(trained)} candidates trained without diverging "
                                f"(S = {', '.join(str(s) for s, r in rows.items() if r['diverged'])} diverged): "
                                f"lower train.learning_rate or turn optimize.rescale off")
-    best = max(means, key=lambda s: means[s])
 
     def fit(span):
         used = [p for p in points if span[0] <= p["candidate_steps"] <= span[-1]]
         steps, acc = [p["candidate_steps"] for p in used], [p["test_accuracy"] for p in used]
-        return fit_frontier_law(steps, acc, opt.law, opt.level), equal_variance_p(steps, acc)
+        law, equal_p = fit_frontier_law(steps, acc, opt.law, opt.level), equal_variance_p(steps, acc)
+        passes = all(p is None or p >= 1 - opt.level for p in (law.lack_of_fit_p, equal_p))
+        return law, equal_p, passes
 
-    span = sorted(means)
-    law, equal_p = fit(span)
+    law, equal_p, passes = fit(trained)
     first = {"lack_of_fit_p": law.lack_of_fit_p, "equal_variance_p": equal_p}
-    while len(span) > 3 and min(p for p in (law.lack_of_fit_p, equal_p, 1.0) if p is not None) < 1 - opt.level:
-        trials = [(fit(cut), cut) for cut in (span[1:], span[:-1]) if best in cut]
-        (law, equal_p), span = min(trials, key=lambda t: t[0][0].residual_std)
-    excluded = [s for s in sorted(means) if not span[0] <= s <= span[-1]]
-    return law, {"low": span[0], "high": span[-1], "excluded": excluded, **first}
+    span = trained
+    if not passes:
+        for width in range(len(trained) - 1, 2, -1):
+            fits = [(fit(trained[i:i + width]), trained[i:i + width]) for i in range(len(trained) - width + 1)]
+            good = [f for f in fits if f[0][2]] or (fits if width == 3 else [])
+            if good:
+                (law, equal_p, passes), span = min(good, key=lambda f: f[0][0].residual_std)
+                break
+    excluded = [s for s in trained if not span[0] <= s <= span[-1]]
+    return law, {"low": span[0], "high": span[-1], "excluded": excluded, "passes": passes, **first}
 
 
 def _beyond(candidates, rows: dict, law, span: dict) -> Candidate | None:
@@ -302,10 +315,26 @@ def _beyond(candidates, rows: dict, law, span: dict) -> Candidate | None:
     return None
 
 
-def _choose(rows: list[dict], law, level: float, ends: tuple[int, int]) -> dict:
+def _edge_note(steps: int, span: dict, ends: tuple[int, int]) -> str:
+    """What lies beyond a recommendation at an end of the law's range ("" inside it)."""
+    for end, side, beyond in ((span["low"], "largest batch (B ≤ N)", [s for s in span["excluded"] if s < steps]),
+                              (span["high"], "smallest batch (4 × optimize.min_proxy_batch_size)",
+                               [s for s in span["excluded"] if s > steps])):
+        if steps != end:
+            continue
+        if steps in ends:
+            return f"; it is the frontier's end with the {side}, so the frontier holds nothing beyond it"
+        if beyond:
+            return (f"; it sits at an end of the law's range: beyond it, S = {', '.join(map(str, beyond))} was "
+                    f"simulated and left out of the law (see the law's range)")
+        return "; it sits at an end of the simulated range, so the optimum may lie beyond it (raise optimize.extend)"
+    return ""
+
+
+def _choose(rows: list[dict], law, level: float, span: dict, ends: tuple[int, int]) -> dict:
     """The recommendation (best predicted, fewest steps on a tie), runner-up and worst among the eligible
-    rows, and whether the data tells the recommendation from each of the others. ends: the frontier's
-    first and last S."""
+    rows, and whether the data tells the recommendation from each of the others. span: the law's range;
+    ends: the frontier's first and last S."""
     eligible = [r for r in rows if r["eligible"]]
     ranked = sorted(eligible, key=lambda r: (-round(r["predicted_accuracy"], 12), r["steps"]))
     best, runner_up, worst = ranked[0], ranked[1], ranked[-1]
@@ -325,19 +354,13 @@ def _choose(rows: list[dict], law, level: float, ends: tuple[int, int]) -> dict:
                    f"candidate(s) (S = {', '.join(map(str, tied))}): their difference's {level:.0%} interval "
                    f"contains 0")
     else:
-        verdict = f"the recommendation (S = {best['steps']}) beats every other simulated-range candidate"
+        verdict = f"the recommendation (S = {best['steps']}) beats every other candidate in the law's range"
     if comparisons[worst["steps"]]["distinguishable"]:
         verdict += f"; it beats the worst-predicted (S = {worst['steps']})"
     else:
         verdict += f"; even the worst-predicted (S = {worst['steps']}) cannot be told from it"
-    inside = [r["steps"] for r in eligible]
-    if best["steps"] == ends[0] and law.degree:
-        verdict += "; it is the frontier's end with the largest batch (B ≤ N), so no split of C with fewer steps exists"
-    elif best["steps"] == ends[1] and law.degree:
-        verdict += "; it is the frontier's end with the smallest proxy batch (optimize.min_proxy_batch_size)"
-    elif best["steps"] in (min(inside), max(inside)) and law.degree:
-        verdict += ("; it sits at an end of the simulated range, so the optimum may lie beyond it (raise "
-                    "optimize.extend)")
+    if law.degree:
+        verdict += _edge_note(best["steps"], span, ends)
     return {"recommendation": best, "runner_up": runner_up, "worst": worst,
             "comparisons": [comparisons[s] for s in sorted(comparisons)], "tied_with_recommendation": tied,
             "distinguishable_from_runner_up": comparisons[runner_up["steps"]]["distinguishable"],

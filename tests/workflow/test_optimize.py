@@ -14,7 +14,7 @@ from tanplan.privacy.mechanism import resolve_plan
 from tanplan.workflow.optimize import optimize
 
 CONFIG = "experiments/mnist1d.toml"
-# N = 1,600, C = 512·20; proxies at B/8 of at least 4 examples: the frontier runs from S = 7 to 320
+# N = 1,600, C = 512·20; proxies at B/8, at least 4 examples: the frontier (B ≥ 16) runs from S = 7 to 640
 OPT = SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4"]
 quiet = lambda *a, **k: None  # noqa: E731
 
@@ -113,12 +113,12 @@ def test_a_flat_frontier_is_reported_as_indistinguishable():
 
 
 @pytest.mark.parametrize("sets, kwargs, words", [
-    ([], {"compute": 20}, "smaller than one step of the smallest batch 32"),
+    ([], {"compute": 10}, "smaller than one step of the smallest batch 16"),
     (["privacy.sigma=2"], {}, "privacy.sigma = 2 is not allowed"),
     (["privacy.private=false"], {}, "privacy.private = false is not allowed"),
     (["pruning.method=dp_snip", "pruning.rate=0.5"], {}, "dp_snip"),
-    (["optimize.savings=200"], {}, "only [0-2] frontier candidates"),
-    (["optimize.seeds=1", "optimize.candidates=3", "optimize.savings=40"], {}, "optimize.seeds = 1"),
+    (["optimize.min_proxy_batch_size=100"], {}, "only [0-2] frontier candidates have a batch of at least 400"),
+    (["optimize.seeds=1", "optimize.candidates=3"], {}, "optimize.seeds = 1"),
 ])
 def test_bad_inputs_are_refused_before_any_training(tmp_path, sets, kwargs, words):
     cfg = load_config(CONFIG, OPT + sets)
@@ -175,3 +175,29 @@ def test_an_unstable_end_candidate_is_left_out_of_the_law():
     row = next(r for r in result["frontier"] if r["steps"] == 10)
     assert row["outside_law"] and not row["eligible"]
     assert result["recommendation"]["steps"] == 40
+
+
+def test_a_best_candidate_next_to_a_left_out_one_says_so():
+    """Accuracy falls with S, but S = 10 is unstable: the best is S = 20, the end of the law's range, and
+    the verdict names S = 10 as simulated and left out rather than asking to look beyond."""
+    import numpy as np
+
+    cfg = load_config(CONFIG, OPT)
+    rng = np.random.default_rng(7)
+    falling = fake_train(lambda run: 0.9 - 0.02 * math.log(run.steps) + (rng.normal(0, 0.1) if run.steps == 10
+                                                                         else 0.0), noise=0.003, of_run=True)
+    result = optimize(cfg, None, train_fn=falling, log=quiet)
+    assert result["law"]["range"]["excluded"] == [10]
+    assert result["recommendation"]["steps"] == 20
+    assert "beyond it, S = 10 was simulated and left out of the law" in result["verdict"]
+
+
+def test_no_proxy_batch_falls_below_the_floor():
+    """B' = B/savings as in TAN Table 3, but at least optimize.min_proxy_batch_size (past the batch law's knee)."""
+    cfg = load_config(CONFIG, SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=16"])
+    train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
+    result = optimize(cfg, None, train_fn=train_fn, log=quiet)
+    trained = {(resolve_plan(c, 1600).target.batch_size, resolve_plan(c, 1600).batch_size) for c in train_fn.calls}
+    assert {b_proxy for _, b_proxy in trained} >= {16, 32}  # both rules are met in this frontier
+    assert all(b_proxy == max(16, round(b / 8)) for b, b_proxy in trained)
+    assert min(r["batch_size"] for r in result["frontier"]) >= 4 * 16  # a proxy saves at least 4×
