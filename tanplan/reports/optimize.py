@@ -64,8 +64,13 @@ def figure_frontier(result: dict, path: Path) -> Path:
         ax.plot([r["steps"] for r in inside], [r["predicted_accuracy"] for r in inside], "-", color="C0",
                 label=f"{result['law']['model']} law in ln S")
         ax.plot(s, [r["predicted_accuracy"] for r in rows], ":", color="C0", label="extrapolated (not recommended)")
-        runs = [(p["candidate_steps"], p["test_accuracy"]) for p in result["points"]]
-        ax.plot([x for x, _ in runs], [y for _, y in runs], "x", color="C7", label="proxy runs (B' = max(B/savings, floor))")
+        span = result["law"]["range"]
+        for inside, style, name in ((True, "x", "proxy runs (B' = max(B/savings, floor))"),
+                                    (False, "+", "proxy runs left out of the law")):
+            runs = [(p["candidate_steps"], p["test_accuracy"]) for p in result["points"]
+                    if (span["low"] <= p["candidate_steps"] <= span["high"]) == inside]
+            if runs:
+                ax.plot([x for x, _ in runs], [y for _, y in runs], style, color="C7" if inside else "C3", label=name)
         for row, style, name in ((best, "o", "recommended"), (runner, "s", "runner-up")):
             low, high = row["prediction_interval"]
             ax.errorbar([row["steps"]], [row["predicted_accuracy"]], yerr=[[row["predicted_accuracy"] - low],
