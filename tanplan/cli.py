@@ -17,7 +17,7 @@ from tanplan import __version__
 from tanplan.errors import TanplanError, UsageError
 from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline", "demo")
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "demo")
 
 
 class _Parser(argparse.ArgumentParser):

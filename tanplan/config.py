@@ -8,7 +8,7 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit]; each an ordinary
+Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit], [optimize]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
 """
@@ -167,6 +167,30 @@ class FitConfig:
                        "(tanplan.workflow.scaling)", choices=("auto", "log-linear", "flat"))
 
 
+@dataclass(frozen=True)
+class OptimizeConfig:
+    """[optimize]: the budget-frontier search of `tanplan optimize` (tanplan.workflow.optimize)."""
+
+    compute: int = setting(0, "compute budget C = B·S in examples; 0 = the target's train.batch_size × train.steps",
+                           lo=0)
+    candidates: int = setting(5, "frontier candidates simulated by proxies, those nearest train.steps", lo=3)
+    seeds: int = setting(3, "proxy runs (seeds) per simulated candidate", lo=1)
+    extend: int = setting(2, "when the best candidate is at an end of the simulated range, simulate up to this many "
+                          "more frontier candidates beyond it, one at a time", lo=0)
+    savings: float = setting(32.0, "every candidate's proxy is B' = B/savings (TAN Table 3: one factor for all), at "
+                             "σ·B'/B and the same S (constant η_step), but never below min_proxy_batch_size", lo=1)
+    min_proxy_batch_size: int = setting(128, "the smallest proxy batch B': below the batch law's knee a proxy is "
+                                        "held back or helped by sampling noise its target does not have (mnist1d: "
+                                        "B' ≈ 64-128); candidates with B < 4 × this are left off the frontier", lo=1)
+    steps_factor: float = setting(2.0, "ratio of the S of consecutive simulated candidates; the frontier between "
+                                  "them is predicted on a grid twice as fine", lo=1, lo_open=True)
+    rescale: bool = setting(True, "scale the learning rate by S_ref/S (TAN §4.3: lr ∝ 1/S at constant η) and the "
+                            "EMA horizon and warm-up by S/S_ref, S_ref = train.steps")
+    law: str = setting("quadratic", "accuracy against ln S: quadratic | linear | flat | auto (drops the top term "
+                       "while its interval contains 0)", choices=("quadratic", "linear", "flat", "auto"))
+    level: float = setting(0.95, "level of the prediction and comparison intervals", lo=0.5, hi=1, hi_open=True)
+
+
 SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
@@ -177,6 +201,7 @@ SECTIONS: dict[str, type] = {
     "tuning": TuningConfig,
     "sweep": SweepConfig,
     "fit": FitConfig,
+    "optimize": OptimizeConfig,
 }
 
 # Keys that moved: the old spelling is read as the new one.
@@ -200,6 +225,7 @@ class Config:
     tuning: TuningConfig = field(default_factory=TuningConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     fit: FitConfig = field(default_factory=FitConfig)
+    optimize: OptimizeConfig = field(default_factory=OptimizeConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Nested plain dict {section: {key: value}}."""

@@ -15,9 +15,11 @@ import numpy as np
 SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
 
 
-def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
-    """A train_fn whose accuracy is law(B') + noise. Like the engine, it records the run's releases in
-    workdir/ledger.json (every step of its plan, and DP-SNIP's release), so stages can compose them."""
+def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=False):
+    """A train_fn whose test accuracy is law(B of the run) + N(0, noise²); with of_run, law(RunPlan) (the
+    optimize stage's laws depend on S too). Every call's config is kept in train_fn.calls. Like the engine,
+    it records the run's releases in workdir/ledger.json (every step of its plan, and DP-SNIP's release),
+    so stages can compose them."""
     calls = []
     rng = np.random.default_rng(0)
 
@@ -32,7 +34,7 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002):
             from tanplan.fileio import write_json_atomic
 
             write_json_atomic(Path(workdir) / "ledger.json", ledger.to_dict())
-        return {"test_accuracy": law(run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
+        return {"test_accuracy": law(run if of_run else run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
                 "steps": run.steps, "wall_seconds": 0.0, "epsilon_rdp": ledger.epsilon("rdp"),
                 "dataset_size": run.dataset_size, "batch_size": run.batch_size}
 

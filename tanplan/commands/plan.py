@@ -1,4 +1,5 @@
-"""`tanplan plan`: σ, η, Σ, ε_TAN and the exact ε of a DP-SGD plan, its regime and what to change."""
+"""`tanplan plan`: σ, η, Σ, ε_TAN and the exact ε of a DP-SGD plan, its regime and what to change; or, with
+--compute (or --device-hours), the budget frontier: every (B, S, σ) with B·S ≤ C at the ε budget."""
 
 from __future__ import annotations
 
@@ -6,14 +7,20 @@ import sys
 
 from tanplan.commands._args import int_list, positive_float, positive_int, print_json, print_table, probability
 
-HELP = "compute σ (or ε), η, TAN, ε_TAN and the exact ε of a DP-SGD plan, with its regime and advice"
+HELP = ("compute σ (or ε), η, TAN, ε_TAN and the exact ε of a DP-SGD plan, with its regime and advice; with "
+        "--compute or --device-hours, every (B, S, σ) on the budget frontier")
 
 
-def add_target_arguments(parser) -> None:
-    """The target (N, B, S, σ or ε, δ, accountant): shared by `plan` and `proxy`."""
+def add_target_arguments(parser, *, frontier: bool = False) -> None:
+    """The target (N, B, S, σ or ε, δ, accountant): shared by `plan` and `proxy`.
+
+    With frontier=True (`plan`), --batch-size and --steps may be left out for the --compute mode; run()
+    then checks that they are given whenever no compute budget is.
+    """
     parser.add_argument("--dataset-size", type=positive_int, required=True, metavar="N", help="training set size N")
-    parser.add_argument("--batch-size", type=positive_int, required=True, metavar="B", help="expected batch size B")
-    parser.add_argument("--steps", type=positive_int, required=True, metavar="S", help="number of steps S")
+    parser.add_argument("--batch-size", type=positive_int, required=not frontier, metavar="B",
+                        help="expected batch size B")
+    parser.add_argument("--steps", type=positive_int, required=not frontier, metavar="S", help="number of steps S")
     noise = parser.add_mutually_exclusive_group(required=True)
     noise.add_argument("--sigma", type=positive_float, help="noise multiplier σ")
     noise.add_argument("--epsilon", type=positive_float, help="target ε: σ is calibrated to it")
@@ -23,7 +30,22 @@ def add_target_arguments(parser) -> None:
 
 
 def configure(parser) -> None:
-    add_target_arguments(parser)
+    add_target_arguments(parser, frontier=True)
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--compute", type=positive_int, metavar="C",
+                        help="compute budget in examples processed (B·S): list the frontier of (B, S, σ) at --epsilon "
+                             "instead of one plan")
+    budget.add_argument("--device-hours", type=positive_float, metavar="H",
+                        help="compute budget as device hours: C = H·3600·throughput (--samples-per-second, or "
+                             "measured by the DP-step benchmark of --model)")
+    parser.add_argument("--samples-per-second", type=positive_float, metavar="X",
+                        help="DP-SGD throughput of one device, for --device-hours (default: measure it)")
+    parser.add_argument("--model", default="cnn1d", help="model whose DP step the benchmark times for --device-hours "
+                        "(default cnn1d)")
+    parser.add_argument("--min-batch-size", type=positive_int, default=1, metavar="B",
+                        help="with --compute: the smallest batch on the frontier (default 1)")
+    parser.add_argument("--steps-factor", type=positive_float, default=2.0, metavar="F",
+                        help="with --compute: ratio of consecutive S on the frontier grid (default 2)")
     parser.add_argument("--dataset-sizes", type=int_list, metavar="N1,N2,...",
                         help="also show ε at these dataset sizes for the same (B, σ, S), δ = 1/N (TAN Table 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,6 +74,15 @@ def plan_of(args):
 
 
 def run(args) -> int:
+    if args.compute is not None or args.device_hours is not None:
+        return run_frontier(args)
+    from tanplan.errors import UsageError
+
+    for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps)):
+        if value is None:
+            raise UsageError(f"tanplan plan: the following arguments are required: {flag} (or --compute with --epsilon)")
+    if args.samples_per_second is not None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
     from tanplan.privacy import tan
     from tanplan.privacy.plan import advice
     from tanplan.reports.plan import summary_rows
@@ -83,4 +114,42 @@ def run(args) -> int:
     print("ε_TAN is a heuristic, never a guarantee; the exact ε is the accountant's.")
     if args.out:
         print(f"report: {args.out}/report.md")
+    return 0
+
+
+def check_frontier_arguments(args) -> None:
+    """One line naming the first argument that the --compute / --device-hours mode cannot use."""
+    from tanplan.errors import UsageError
+
+    budget = "--compute" if args.compute is not None else "--device-hours"
+    if args.epsilon is None:
+        raise UsageError(f"{budget} needs --epsilon (σ is calibrated to it for every candidate), not --sigma")
+    for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps), ("--out", args.out),
+                        ("--dataset-sizes", args.dataset_sizes)):
+        if value is not None:
+            raise UsageError(f"{flag} is not allowed with {budget}: the frontier chooses B and S itself")
+    if args.accountant != "rdp":
+        raise UsageError(f"--accountant {args.accountant} is not allowed with {budget}: the frontier is calibrated "
+                         f"and reported with rdp")
+    if args.samples_per_second is not None and args.device_hours is None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
+    if args.steps_factor <= 1:
+        raise UsageError(f"--steps-factor {args.steps_factor:g} is not allowed: must be > 1")
+
+
+def run_frontier(args) -> int:
+    """The budget frontier: every (B, S, σ) with B·S ≤ C and σ calibrated to --epsilon."""
+    from tanplan.workflow.optimize import frontier_plan
+
+    check_frontier_arguments(args)
+    result = frontier_plan(args.dataset_size, args.epsilon, args.delta, compute=args.compute,
+                           device_hours=args.device_hours, samples_per_second=args.samples_per_second,
+                           model=args.model, min_batch_size=args.min_batch_size, factor=args.steps_factor)
+    if args.json:
+        print_json(result)
+        return 0
+    from tanplan.reports.optimize import frontier_lines
+
+    for line in frontier_lines(result):
+        print(line)
     return 0

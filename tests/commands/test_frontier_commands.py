@@ -1,0 +1,125 @@
+"""`tanplan plan --compute` (the budget frontier) and `tanplan optimize`: JSON schema, the compute budget
+from device hours, and one-line errors with exit code 2 before any work."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes import SMALL, fake_train
+from tanplan.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = str(ROOT / "experiments" / "mnist1d.toml")
+FRONT = ["--dataset-size", "10000", "--epsilon", "1"]
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
+    code, out, _ = run_cli(capsys, "plan", *FRONT, "--compute", "200000", "--steps-factor", "4", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["compute"] == 200000 and result["accountant"] == "rdp"
+    assert len(result["candidates"]) >= 4
+    for c in result["candidates"]:
+        assert {"batch_size", "steps", "sigma", "eps_rdp", "eta_step", "regime"} <= set(c)
+        assert isinstance(c["batch_size"], int) and isinstance(c["steps"], int) and isinstance(c["sigma"], float)
+        assert c["batch_size"] * c["steps"] <= 200000 and c["eps_rdp"] <= 1.0
+        assert c["eta_step"] == pytest.approx(c["batch_size"] / 10000 / (2**0.5 * c["sigma"]))
+        assert c["regime"] in ("tan", "overcharged", "privacy_wall")
+
+
+def test_plan_device_hours_times_a_given_throughput(capsys):
+    code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "0.5", "--samples-per-second", "100",
+                           "--steps-factor", "4", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["compute"] == 0.5 * 3600 * 100
+    assert result["throughput"] == {"device_hours": 0.5, "samples_per_second": 100.0, "measured": False, "model": None}
+
+
+def test_plan_device_hours_measures_the_throughput_when_not_given(capsys, monkeypatch):
+    import tanplan.workflow.optimize as stage
+
+    timed = []
+    monkeypatch.setattr(stage, "measure_throughput", lambda model: timed.append(model) or 50.0)
+    code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "1", "--model", "mlp", "--steps-factor", "4")
+    assert code == 0 and timed == ["mlp"]
+    assert "1 device-hours × 3600 × 50 samples/s (measured on mlp) = 180,000 examples" in out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--compute", "5", "--epsilon", "1", "--min-batch-size", "10"], "compute 5 is not allowed"),
+    (["--compute", "0"], "0 is not allowed"),
+    (["--compute", "1000", "--epsilon", "0"], "0.0 is not allowed"),
+    (["--compute", "1000", "--epsilon", "-2"], "-2.0 is not allowed"),
+    (["--compute", "1000", "--epsilon", "1e-4"], "cannot be reached by any sigma"),
+    (["--compute", "1000", "--sigma", "2"], "--compute needs --epsilon"),
+    (["--compute", "1000", "--epsilon", "1", "--batch-size", "10"], "--batch-size is not allowed with --compute"),
+    (["--compute", "1000", "--epsilon", "1", "--out", "x"], "--out is not allowed with --compute"),
+    (["--compute", "1000", "--epsilon", "1", "--steps-factor", "1"], "--steps-factor 1 is not allowed"),
+    (["--compute", "1000", "--device-hours", "1", "--epsilon", "1"], "not allowed with argument"),
+    (["--compute", "1000", "--epsilon", "1", "--samples-per-second", "5"], "--samples-per-second is not allowed"),
+    (["--device-hours", "1", "--epsilon", "1", "--model", "nope"], "--model 'nope' is not known"),
+    (["--epsilon", "1"], "required: --batch-size"),
+])
+def test_plan_compute_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
+    code, out, err = run_cli(capsys, "plan", "--dataset-size", "10000", *argv)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("tanplan: error:")
+    assert fragment in err
+    assert out == ""
+
+
+def test_plan_compute_loads_no_jax():
+    code = ("import sys; from tanplan.cli import main; "
+            "rc = main(['plan', '--dataset-size', '50000', '--epsilon', '2', '--compute', '1000000', '--min-batch-size', '2000', '--json']); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax', 'jax_privacy')); "
+            "print(bad, file=sys.stderr); sys.exit(rc or (1 if bad else 0))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_optimize_json_recommends_a_candidate_of_the_frontier(capsys, tmp_path, monkeypatch):
+    import tanplan.workflow.fit as fit_stage
+
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: fake_train(lambda run: 0.8, noise=0.01, of_run=True))
+    sets = sum([["--set", s] for s in SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4"]], [])
+    code, out, _ = run_cli(capsys, "optimize", "--config", CONFIG, *sets, "--out", str(tmp_path / "o"), "--json")
+    assert code == 0
+    result = json.loads(out)
+    for key in ("recommendation", "runner_up", "worst", "frontier", "law", "verdict", "proxy_compute_fraction",
+                "comparisons", "points"):
+        assert key in result
+    best = result["recommendation"]
+    low, high = best["prediction_interval"]
+    assert low <= best["predicted_accuracy"] <= high
+    assert best["batch_size"] * best["steps"] <= 512 * 20 and best["eps_rdp"] <= 0.7
+    assert {r["steps"] for r in result["frontier"]} >= {best["steps"], result["runner_up"]["steps"]}
+    assert (tmp_path / "o" / "report.md").is_file()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--compute", "100"], "smaller than one step of the smallest batch"),
+    (["--compute", "0"], "0 is not allowed"),
+    (["--device-hours", "1"], "--device-hours needs --samples-per-second"),
+    (["--samples-per-second", "10"], "--samples-per-second is not allowed without --device-hours"),
+    (["--set", "optimize.law=cubic"], "optimize.law = 'cubic' is not allowed"),
+    (["--set", "optimize.candidates=2"], "optimize.candidates = 2 is not allowed"),
+    (["--set", "privacy.sigma=3"], "privacy.sigma = 3 is not allowed"),
+])
+def test_optimize_bad_input_is_one_line_and_exit_2_before_training(capsys, tmp_path, monkeypatch, argv, fragment):
+    import tanplan.workflow.fit as fit_stage
+
+    train_fn = fake_train(of_run=True)
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    code, out, err = run_cli(capsys, "optimize", "--config", CONFIG, "--out", str(tmp_path / "o"), *argv)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("tanplan: error:") and fragment in err
+    assert out == "" and train_fn.calls == [] and not (tmp_path / "o").exists()
