@@ -4,7 +4,8 @@
    config's own S (S_ref), σ calibrated to privacy.epsilon with the exact RDP accountant.
 2. A few candidates (those nearest S_ref, [optimize] candidates, spaced by steps_factor) are simulated
    by their constant-η_step proxies (B', σ·B'/B, S), with [optimize] seeds seeds each, through the engine
-   (tanplan.workflow.fit.train_points). B' = B/savings, one factor for all as in TAN's privacy-parameter
+   (tanplan.workflow.fit.train_points), on the tuning data ([tuning]: public data of the same task by
+   default, tanplan.workflow.tuning). B' = B/savings, one factor for all as in TAN's privacy-parameter
    search (Table 3), but never below min_proxy_batch_size: below the batch law's knee a proxy is held
    back, or helped, by sampling noise its target does not have, by an amount that changes along the
    frontier (mnist1d at ε = 0.7, S = 1200, B = 1024: proxies at B' = 32 reached 79% against 73% at full
@@ -132,6 +133,9 @@ def check_config(cfg: Config) -> None:
                          f"calibrated with rdp")
     if uses_snip(cfg):
         raise UsageError("pruning.method = 'dp_snip' is not allowed: the frontier calibrates σ for DP-SGD alone")
+    from tanplan.workflow import tuning
+
+    tuning.check(cfg)
 
 
 def simulated_window(candidates: list[Candidate], anchor: int, factor: float, count: int) -> list[Candidate]:
@@ -174,6 +178,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
 
     from tanplan.engine.setup import load_data
     from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.workflow import tuning
 
     n = load_data(cfg).num_train
     delta = cfg.privacy.delta or 1.0 / n
@@ -205,6 +210,9 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
 
     points: list[dict] = []
 
+    sizes: dict = {}  # training-set sizes of the tuning data, loaded once
+    tunings: list = []
+
     def simulate(c: Candidate) -> None:
         row = rows[c.steps]
         row["simulated"] = True
@@ -212,9 +220,13 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         planned = resolve_plan(run_cfg, n)  # the engine calibrates σ itself: it must be the frontier's
         if not math.isclose(planned.sigma, c.sigma, rel_tol=1e-9):
             raise RuntimeError(f"the engine's σ {planned.sigma} differs from the frontier's {c.sigma} at S={c.steps}")
+        # The candidate's proxies learn on the tuning data ([tuning]: public by default) at its η_step.
+        tune = tuning.resolve(run_cfg, planned.plan,
+                              load_size=lambda c_: sizes.setdefault(repr(c_.data), load_data(c_).num_train))
+        tunings.append(tune)
         try:
-            runs = train_points(run_cfg, [row["proxy_batch_size"]], opt.seeds, out, train_fn=train_fn, log=log,
-                                label=f"S{c.steps}")
+            runs = train_points(tune.proxy_cfg, [row["proxy_batch_size"]], opt.seeds, out, train_fn=train_fn,
+                                log=log, label=f"S{c.steps}")
         except TrainingDiverged as err:  # a candidate whose (rescaled) learning rate diverges is no option
             row["diverged"] = str(err)
             log(f"  S{c.steps}: diverged, left out of the law: {err}")
@@ -254,6 +266,11 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     result["proxy_examples"] = sum(p["batch_size"] * p["steps"] for p in points)
     result["proxy_runs"] = len(points)
     result["proxy_compute_fraction"] = result["proxy_examples"] / result["recommendation"]["compute"]
+    result["tuning"] = tunings[0].to_dict() if tunings else None
+    if out is not None:  # what the proxies cost the data they trained on (the private set only if tuning is private)
+        from tanplan.workflow.privacy_spent import report
+
+        result["privacy_spent"] = report(Path(out) / "runs", out, "proxy runs of the frontier simulation")
     result["launch"] = None
     result["wall_seconds"] = result["simulation_seconds"] = time.perf_counter() - started
     if out is not None:

@@ -146,10 +146,10 @@ def test_a_diverging_candidate_is_left_out_of_the_law_and_never_recommended():
     cfg = load_config(CONFIG, OPT)
     inner = fake_train(peaked(40), noise=0.002, of_run=True)
 
-    def train_fn(run_cfg, workdir, progress=False):
+    def train_fn(run_cfg, workdir, progress=False, **kwargs):
         if run_cfg.train.steps == 10:
             raise TrainingDiverged("training diverged: loss is nan at step 3")
-        return inner(run_cfg, workdir, progress=progress)
+        return inner(run_cfg, workdir, progress=progress, **kwargs)
 
     result = optimize(cfg, None, train_fn=train_fn, log=quiet)
     row = next(r for r in result["frontier"] if r["steps"] == 10)
@@ -201,3 +201,17 @@ def test_no_proxy_batch_falls_below_the_floor():
     assert {b_proxy for _, b_proxy in trained} >= {16, 32}  # both rules are met in this frontier
     assert all(b_proxy == max(16, round(b / 8)) for b, b_proxy in trained)
     assert min(r["batch_size"] for r in result["frontier"]) >= 4 * 16  # a proxy saves at least 4×
+
+
+def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_path):
+    """Public tuning (the default): every proxy trains an independent mnist1d draw at its candidate's
+    η_step; with private tuning they train the private set and privacy_spent.json composes their runs."""
+    for data in ("public", "private"):
+        cfg = load_config(CONFIG, OPT + [f"tuning.data={data}"])
+        train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
+        result = optimize(cfg, tmp_path / data, train_fn=train_fn, log=quiet)
+        seeds = {c.data.seed for c in train_fn.calls}
+        assert seeds == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
+        assert result["tuning"]["tuning_data"] == data
+        spent = result["privacy_spent"]
+        assert spent["runs"] == len(train_fn.calls) and spent["epsilon_rdp"] > cfg.privacy.epsilon
