@@ -24,6 +24,11 @@ from typing import Any, Iterable, Mapping
 
 from tanplan.errors import UsageError
 
+# Where tanplan.privacy.accounting trusts the accountants (see its docstring): defined here, below it, so
+# that a config outside them is refused before any data is loaded.
+MAX_STEPS = 10**7
+SIGMA_MIN, SIGMA_MAX = 1e-4, 1e6
+
 
 def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False,
             hi_open=False, item: type | None = None):
@@ -41,7 +46,9 @@ def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = setting("mnist1d", "experiment name, used in reports")
-    seed: int = setting(0, "seed of initialisation, sampling, augmentation and noise", lo=0)
+    seed: int = setting(0, "seed of initialisation, sampling, augmentation and noise; at most 2^31 - 1, which "
+                        "leaves room below 2^32 (what numpy and JAX take) for the offsets that sweeps and fits add "
+                        "per trial and per run", lo=0, hi=2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class PrivacyConfig:
     epsilon: float = setting(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
-    sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon", lo=0)
+    sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon; else in [1e-4, 1e6], where the "
+                           "accountants are trusted (tanplan.privacy.accounting)", lo=0, hi=SIGMA_MAX)
     delta: float = setting(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
     clip_norm: float = setting(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
     accountant: str = setting("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
@@ -77,7 +85,8 @@ class PrivacyConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     batch_size: int = setting(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
-    steps: int = setting(200, "number of steps S", lo=1)
+    steps: int = setting(200, "number of steps S, at most 10^7 (where the accountants are trusted)", lo=1,
+                         hi=MAX_STEPS)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
     physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
@@ -281,6 +290,10 @@ def _check_consistency(cfg: Config) -> None:
     if t.proxy_batch_size > t.batch_size:
         raise UsageError(f"train.proxy_batch_size = {t.proxy_batch_size} is not allowed: must be <= "
                          f"train.batch_size = {t.batch_size} (0 = no proxy)")
+    sigma = cfg.privacy.sigma
+    if 0 < sigma < SIGMA_MIN:
+        raise UsageError(f"privacy.sigma = {sigma!r} is not allowed: must be 0 (calibrate from epsilon) or in "
+                         f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], where the accountants are trusted")
     p = cfg.pruning
     masked = (p.method != "none" and p.rate > 0) or (p.drop_method != "none" and p.drop_rate > 0)
     if masked and t.grad_method == "ghost":
