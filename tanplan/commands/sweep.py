@@ -37,7 +37,8 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
     from tanplan.errors import UsageError
-    from tanplan.workflow.sweep.search import check_address, prepare, run_sweep
+    from tanplan.ray_session import check_address
+    from tanplan.workflow.sweep.search import prepare, run_sweep
 
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")

@@ -28,13 +28,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tanplan.errors import UsageError
+from tanplan.ray_session import ray_session
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
 from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, METRIC, PRUNED, SweepSpec, _finite,
@@ -158,73 +158,9 @@ def _make_searcher(space, *, study, sampler, seed: int):
 
 # ---------------------------------------------------------------- Ray
 
-def connect_ray(address: str | None):
-    """Start a small local Ray, or attach to the cluster at `address`; True when we started it.
-
-    A Ray already initialised in this process is reused as it is.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    quiet = dict(log_to_driver=False, logging_level="ERROR")
-    if not address:
-        # "local": never attach by accident to a cluster that someone else started on this machine.
-        ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), include_dashboard=False,
-                 object_store_memory=200 * 2**20, **quiet)
-        return True
-    if address != "auto":
-        _check_reachable(address)
-    try:
-        with _stderr_held_back() as held:  # Ray's C++ client logs every failed attempt to fd 2
-            ray.init(address=address, **quiet)
-        sys.stderr.write(held.read())  # attached: show whatever Ray had to say
-    except Exception as err:  # ConnectionError, or the client's own errors
-        detail = str(err).splitlines()[0] if str(err) else "no detail"
-        hint = ("start one with `ray start --head`, or leave --address out to run locally" if address == "auto"
-                else "if the cluster uses token authentication, set RAY_AUTH_MODE=token (token from "
-                     "~/.ray/auth_token or RAY_AUTH_TOKEN); or leave --address out to run locally")
-        raise UsageError(f"--address {address}: could not attach to a Ray cluster there "
-                         f"({type(err).__name__}: {detail}); {hint}") from None
-    return True
-
-
-@contextlib.contextmanager
-def _stderr_held_back():
-    """Send file descriptor 2 (C++ logs included) to a temporary file; yields it, rewound, afterwards."""
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    held = tempfile.TemporaryFile(mode="w+")
-    os.dup2(held.fileno(), 2)
-    try:
-        yield held
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        held.seek(0)
-
-
-def check_address(address: str | None) -> None:
-    """UsageError for an --address that is malformed or where nobody listens (auto and None pass)."""
-    if address and address != "auto":
-        _check_reachable(address)
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail fast on an address nobody listens on, rather than waiting for Ray's own retries."""
-    hostport = address.split("://", 1)[1] if "://" in address else address
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise UsageError(f"--address {address!r} is not allowed: use auto, HOST:PORT or ray://HOST:PORT")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as err:
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({err.strerror or err}); "
-                         "start one with `ray start --head`, or leave --address out to run locally") from None
+def local_cpus() -> int:
+    """CPUs of the local Ray a sweep starts: two at most, one trial at a time without GPUs."""
+    return min(2, os.cpu_count() or 1)
 
 
 def trial_resources(max_concurrent: int) -> tuple[dict, int]:
@@ -257,11 +193,12 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
         requeued = requeue_interrupted(search)
         if requeued:
             log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
-        started_ray = connect_ray(address)
-        if address and address.startswith("ray://"):
-            log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
-                "storage it shares")
-        try:
+        # A local Ray listens on 127.0.0.1 only and keeps its session files in a private folder removed
+        # afterwards (tanplan.ray_session); an attached one is the cluster's.
+        with ray_session(address, num_cpus=local_cpus()):
+            if address and address.startswith("ray://"):
+                log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
+                    "storage it shares")
             done = finished_count(search)
             if done:
                 log(f"resume: {done} of {spec.trials} trials already finished")
@@ -272,11 +209,6 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
                 jobs = rerun_jobs(search, reruns, spec)
                 if jobs:
                     _rerun(spec, out, reruns, jobs, train_fn, log)
-        finally:
-            if started_ray:
-                import ray
-
-                ray.shutdown()
         summary = results.write_results(out, spec, search, reruns)
     if interrupted:
         raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
