@@ -331,6 +331,8 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Confi
             raise UsageError(f"config file {str(path)!r} does not exist")
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
         except tomllib.TOMLDecodeError as err:
             raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
     cfg = config_from_dict(raw)
