@@ -69,7 +69,11 @@ def run(args) -> int:
     from tanplan.reports.baselines import text_table, write_outputs
     from tanplan.errors import UsageError
 
+    from tanplan.workflow.inputs import check_out_dir
+
     methods = runner.select_methods(args.method)  # an unknown name fails before any work
+    check_out_dir(args.out)  # before the noise is drawn and the results printed
+    check_out_dir(args.make_features, "--make-features")
     if args.make_features:
         from tanplan.baselines.features import write_demo_features
 

@@ -33,12 +33,18 @@ def run(args) -> int:
     from tanplan.workflow import fit
     from tanplan.config import load_config
 
+    from tanplan.workflow.inputs import check_config, check_fit_sizes, check_out_dir
+
     cfg = load_config(args.config, args.set)
     cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
     section = cfg.fit
     sizes = args.batch_sizes or list(section.batch_sizes)
     seeds = args.seeds or section.seeds
     out = Path(args.out)
+    check_config(cfg)  # before any data is read
+    check_out_dir(out)
+    if args.vary == "batch":
+        check_fit_sizes(cfg, sizes)
     log = (lambda *a, **k: None) if args.json else print
     if args.vary == "data":
         result = fit.dataset_size_study(cfg, args.factors or [0.25, 0.5, 1.0], args.proxy_batch_size or min(sizes),

@@ -39,12 +39,15 @@ def run(args) -> int:
     from tanplan.errors import UsageError
     from tanplan.ray_session import check_address
     from tanplan.workflow.sweep.search import prepare, run_sweep
+    from tanplan.workflow.inputs import check_config, check_out_dir
     from tanplan.workflow.sweep.study import check_study_file
 
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")
     cfg = load_config(args.config, args.overrides)
-    check_address(args.address)  # before any data is read
+    check_config(cfg)  # before any data is read
+    check_out_dir(args.out)
+    check_address(args.address)
     check_study_file(Path(args.out), resume=args.resume)
     spec = prepare(cfg, proxy_batch_size=args.proxy_batch_size, trials=args.trials, top_k=args.top_k,
                    seeds=args.seeds, scheduler=args.scheduler, max_concurrent=args.max_concurrent)

@@ -27,6 +27,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
 
     from tanplan.privacy.mechanism import resolve_plan
 
+    validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
+                    baseline_public=baseline_public)
     started = time.perf_counter()
     stages = 5 if baselines else 4
     out = Path(out)
@@ -85,6 +87,41 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out) + baseline_md)
     return summary
+
+
+def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, baselines: bool = False,
+                    baseline_features: str | None = None, baseline_public: str | None = None) -> None:
+    """Every stage's input, checked before the data is loaded and before any stage runs (UsageError):
+    a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first.
+
+    The config's names and paths, the --out folder; the sweep's space, Ray address and study (a rerun
+    resumes it); the fit's proxy batch sizes; the baselines' feature files.
+    """
+    from tanplan.ray_session import check_address
+    from tanplan.errors import UsageError
+    from tanplan.workflow.inputs import check_config, check_fit_sizes, check_out_dir, check_sweep_space
+    from tanplan.workflow.sweep.study import check_study_file
+
+    check_config(cfg)
+    check_out_dir(out)
+    check_sweep_space(cfg)
+    check_address(address)
+    check_study_file(Path(out) / "sweep", resume=True)
+    check_fit_sizes(cfg, list(cfg.fit.batch_sizes))  # the sweep trains the smallest of them
+    if (baseline_features or baseline_public) and not baselines:
+        raise UsageError("--baseline-features and --baseline-public are not allowed without --baselines")
+    if baseline_public and not baseline_features:
+        raise UsageError("--baseline-public is not allowed without --baseline-features (the demo features bring "
+                         "their own public set)")
+    if baselines and not cfg.privacy.private:
+        raise UsageError("--baselines is not allowed with privacy.private = false: they are compared at the "
+                         "launch's ε")
+    if baseline_features:
+        from tanplan.baselines.data import load_features, load_public
+
+        features = load_features(baseline_features)
+        if baseline_public:
+            load_public(baseline_public, features.width)
 
 
 def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tuple[list[dict], str]:
