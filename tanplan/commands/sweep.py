@@ -37,15 +37,15 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
     from tanplan.errors import UsageError
-    from tanplan.ray_session import check_address
-    from tanplan.workflow.sweep.search import prepare, run_sweep
-    from tanplan.workflow.inputs import check_config, check_out_dir
-    from tanplan.workflow.sweep.study import check_study_file
+    from tanplan.workflow.sweep.search import check_address, prepare, run_sweep
 
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")
     cfg = load_config(args.config, args.overrides)
-    check_config(cfg)  # before any data is read
+    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.sweep.study import check_study_file
+
+    check_config(cfg)  # names, paths, the folder, the address and the study: before any data is read
     check_out_dir(args.out)
     check_address(args.address)
     check_study_file(Path(args.out), resume=args.resume)

@@ -18,7 +18,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pd = pytest.importorskip("pandas")
 
-from tanplan import cli, ray_session  # noqa: E402
+from tanplan import cli  # noqa: E402
 from tanplan.workflow.sweep import search as sweep  # noqa: E402
 from tanplan.config import load_config  # noqa: E402
 
@@ -49,9 +49,9 @@ TINY_ARGS = ["--proxy-batch-size", "64", "--top-k", "0"]
 
 @pytest.fixture(scope="module")
 def local_ray():
-    session = ray_session.start_ray(None, num_cpus=sweep.local_cpus())  # the sweeps below find it and reuse it
+    started = sweep.connect_ray(None)  # the sweeps below find it running and reuse it
     yield
-    ray_session.stop_ray(session)
+    sweep.stop_ray(started)  # and its session folder
 
 
 @pytest.fixture

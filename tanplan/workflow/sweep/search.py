@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tanplan.errors import UsageError
-from tanplan.ray_session import ray_session
+from tanplan.ray_session import check_address, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
 from tanplan.workflow.sweep.study import (DIVERGED, ERROR, FINISHED, METRIC, PRUNED, SweepSpec, _finite,
@@ -158,9 +158,11 @@ def _make_searcher(space, *, study, sampler, seed: int):
 
 # ---------------------------------------------------------------- Ray
 
-def local_cpus() -> int:
-    """CPUs of the local Ray a sweep starts: two at most, one trial at a time without GPUs."""
-    return min(2, os.cpu_count() or 1)
+def connect_ray(address: str | None):
+    """Start a small local Ray (127.0.0.1 only, no dashboard, private session folder: tanplan.ray_session),
+    or attach to the cluster at `address`; the session to pass to stop_ray, None when Ray was already
+    initialised in this process (it is then reused as it is)."""
+    return start_ray(address, num_cpus=min(2, os.cpu_count() or 1))
 
 
 def trial_resources(max_concurrent: int) -> tuple[dict, int]:
@@ -193,12 +195,11 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
         requeued = requeue_interrupted(search)
         if requeued:
             log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
-        # A local Ray listens on 127.0.0.1 only and keeps its session files in a private folder removed
-        # afterwards (tanplan.ray_session); an attached one is the cluster's.
-        with ray_session(address, num_cpus=local_cpus()):
-            if address and address.startswith("ray://"):
-                log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
-                    "storage it shares")
+        started_ray = connect_ray(address)
+        if address and address.startswith("ray://"):
+            log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
+                "storage it shares")
+        try:
             done = finished_count(search)
             if done:
                 log(f"resume: {done} of {spec.trials} trials already finished")
@@ -209,6 +210,8 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
                 jobs = rerun_jobs(search, reruns, spec)
                 if jobs:
                     _rerun(spec, out, reruns, jobs, train_fn, log)
+        finally:
+            stop_ray(started_ray)  # and remove the local Ray's session folder
         summary = results.write_results(out, spec, search, reruns)
     if interrupted:
         raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
