@@ -156,26 +156,32 @@ def epsilon_of_events(events, delta: float, accountant: str = "rdp") -> float:
     and the result must be a finite number not below `epsilon_lower_bound` of any event (ε of a
     composition is at least that of each part); otherwise UsageError says why. Events of other shapes
     are composed as given, without the lower-bound check.
+
+    Memoised: DpEvents are frozen values, and a run asks for the same composition at every evaluation
+    and checkpoint (the checks above run on every call).
     """
     if not events:
         return 0.0
     if delta is None or not 0 < delta < 1:
         raise UsageError(f"delta={delta} is not allowed: must be in (0, 1)")
-    shapes = [_dp_sgd_params(event) for event in events]
-    for params in shapes:
-        if params is not None:
-            _check(*params, delta, accountant)
-    sigmas = [params[1] for params in shapes if params is not None]
-    acc = make_accountant(accountant, sigma_min=min(sigmas) if sigmas else None)
+    params = [p for p in map(_dp_sgd_params, events) if p is not None]
+    for q, sigma, steps in params:
+        _check(q, sigma, steps, delta, accountant)
+    eps = _epsilon_of_events(tuple(events), float(delta), accountant, min((p[1] for p in params), default=None))
+    _check_sound(eps, params, delta, accountant)
+    return eps
+
+
+@lru_cache(maxsize=1024)
+def _epsilon_of_events(events: tuple, delta: float, accountant: str, sigma_min: float | None) -> float:
+    acc = make_accountant(accountant, sigma_min=sigma_min)
     try:
         for event in events:
             acc.compose(event)
-        eps = float(acc.get_epsilon(delta))
+        return float(acc.get_epsilon(delta))
     except (MemoryError, OverflowError) as err:  # the PLD grid outgrew the machine, or exp() overflowed
         raise UsageError(f"the {accountant.upper()} accountant cannot represent this mechanism "
                          f"({type(err).__name__}); use the RDP accountant or more noise") from None
-    _check_sound(eps, [params for params in shapes if params is not None], delta, accountant)
-    return eps
 
 
 def _dp_sgd_params(event) -> tuple[float, float, int] | None:

@@ -107,9 +107,11 @@ class _Collapsed:
 def test_an_accountant_that_collapses_is_refused(monkeypatch, value, message):
     event = accounting.dp_sgd_event(0.05, 2.0, 100_000)  # its ε is provably above 60
     assert accounting.epsilon_of_events([event], 1e-5) > 60
+    accounting._epsilon_of_events.cache_clear()  # so that the collapsed accountant below is asked
     monkeypatch.setattr(accounting, "make_accountant", lambda *a, **k: _Collapsed(value))
     with pytest.raises(UsageError, match=message):
         accounting.epsilon_of_events([event], 1e-5)
+    accounting._epsilon_of_events.cache_clear()  # forget the collapsed answer
 
 
 # ---------------------------------------------------------------- why S stops at 10^7
