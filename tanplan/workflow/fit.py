@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tanplan.config import Config
+from tanplan.config import MAX_STEPS, Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.reports.fit import figure_scaling
@@ -122,7 +122,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     for k in factors:
         b, s = max(1, round(target.batch_size / k)), max(1, round(target.steps * k * k))
         proxy_b = max(1, round(proxy_batch_size / k))
-        if b > target.dataset_size or proxy_b > b:
+        if b > target.dataset_size or proxy_b > b or s > MAX_STEPS:  # outside the data, or the accountants' domain
             continue
         member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
         member_cfg = cfg.with_overrides({
