@@ -36,10 +36,10 @@ def test_a_local_ray_is_asked_for_loopback_no_dashboard_and_a_private_folder(mon
     monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
     before = ray_constants.ENABLE_RAY_CLUSTER
     session = ray_session.start_ray(None, num_cpus=1)
+    ray_session.stop_ray(session)
     assert seen["address"] == "local" and seen["include_dashboard"] is False
     assert seen["env"] == "0" and seen["cluster"] is False  # Ray's laptop mode: node IP 127.0.0.1
     assert seen["mode"] == 0o700 and len(seen["_temp_dir"]) < 40  # private; room for Unix socket names
-    ray_session.stop_ray(session)
     assert not Path(seen["_temp_dir"]).exists()
     assert ray_constants.ENABLE_RAY_CLUSTER == before and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
 
