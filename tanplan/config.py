@@ -24,6 +24,11 @@ from typing import Any, Iterable, Mapping
 
 from tanplan.errors import UsageError
 
+# Where tanplan.privacy.accounting trusts the accountants (see its docstring): defined here, below it, so
+# that a config outside them is refused before any data is loaded.
+MAX_STEPS = 10**7
+SIGMA_MIN, SIGMA_MAX = 1e-4, 1e6
+
 
 def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi=None, lo_open=False,
             hi_open=False, item: type | None = None, example: tuple | None = None):
@@ -44,7 +49,8 @@ def setting(default, doc: str = "", *, choices: tuple | None = None, lo=None, hi
 class ExperimentConfig:
     name: str = setting("mnist1d", "experiment name, used in reports")
     seed: int = setting(0, "seed of what is public: initialisation, augmentation, evaluation (never the noise "
-                        "or the batches: see privacy.noise_seed)", lo=0)
+                        "or the batches: see privacy.noise_seed); at most 2^31 - 1, which leaves room below 2^32 "
+                        "for the offsets that sweeps and fits add per trial and per run", lo=0, hi=2**31 - 1)
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class PrivacyConfig:
     epsilon: float = setting(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
-    sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon", lo=0)
+    sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon; else in [1e-4, 1e6], where the "
+                           "accountants are trusted (tanplan.privacy.accounting)", lo=0, hi=SIGMA_MAX)
     delta: float = setting(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
     clip_norm: float = setting(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
     accountant: str = setting("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
@@ -85,7 +92,8 @@ class PrivacyConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     batch_size: int = setting(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
-    steps: int = setting(200, "number of steps S", lo=1)
+    steps: int = setting(200, "number of steps S, at most 10^7 (where the accountants are trusted)", lo=1,
+                         hi=MAX_STEPS)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
     physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
@@ -368,6 +376,10 @@ def _check_consistency(cfg: Config) -> None:
     if t.proxy_batch_size > t.batch_size:
         raise UsageError(f"train.proxy_batch_size = {t.proxy_batch_size} is not allowed: must be <= "
                          f"train.batch_size = {t.batch_size} (0 = no proxy)")
+    sigma = cfg.privacy.sigma
+    if 0 < sigma < SIGMA_MIN:
+        raise UsageError(f"privacy.sigma = {sigma!r} is not allowed: must be 0 (calibrate from epsilon) or in "
+                         f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], where the accountants are trusted")
     p = cfg.pruning
     masked = (p.method != "none" and p.rate > 0) or (p.drop_method != "none" and p.drop_rate > 0)
     if masked and t.grad_method == "ghost":
@@ -405,6 +417,8 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Confi
             raise UsageError(f"config file {str(path)!r} does not exist")
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
         except tomllib.TOMLDecodeError as err:
             raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
     cfg = config_from_dict(raw)

@@ -67,17 +67,9 @@ def _features(x, name: str) -> np.ndarray:
 
 
 def _labels(y, name: str) -> np.ndarray:
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise UsageError(f"{name} has shape {y.shape}; expected one integer label per example")
-    if not np.issubdtype(y.dtype, np.integer):
-        if not np.issubdtype(y.dtype, np.floating) or not np.isfinite(y).all() or (y != np.round(y)).any():
-            raise UsageError(f"{name} must hold integer class labels (found dtype {y.dtype})")
-    if len(y) and y.min() < 0:
-        raise UsageError(f"{name} holds the negative label {int(y.min())}; labels must be 0, 1, 2, ...")
-    return y.astype(np.int64)
+    from tanplan.data.dataset import check_labels
+
+    return check_labels(y, name)  # class indices 0..C-1, C at most data.dataset.MAX_CLASSES
 
 
 def feature_set(x_train, y_train, x_test, y_test, source: str = "features") -> FeatureSet:

@@ -69,7 +69,19 @@ def run(args) -> int:
     from tanplan.reports.baselines import text_table, write_outputs
     from tanplan.errors import UsageError
 
+    from tanplan.workflow.inputs import check_out_dir
+
     methods = runner.select_methods(args.method)  # an unknown name fails before any work
+    check_out_dir(args.out)  # before the noise is drawn and the results printed
+    check_out_dir(args.make_features, "--make-features")
+    if args.features is None and not args.make_features:
+        raise UsageError("--features F.npz is required (or --make-features DIR for the demo features)")
+    if args.epsilon is None and not args.make_features:
+        raise UsageError("--epsilon E is required: the target ε (one value or a comma-separated list)")
+    if args.features is not None:  # files the user gave: checked before the demo encoder is trained
+        given = load_features(args.features)
+        if args.public:
+            load_public(args.public, given.width)
     if args.make_features:
         from tanplan.baselines.features import write_demo_features
 
@@ -85,13 +97,13 @@ def run(args) -> int:
         raise UsageError("--epsilon E is required: the target ε (one value or a comma-separated list)")
     data = load_features(args.features)
     public = load_public(args.public, data.width) if args.public else None
-    n_used = len(imbalanced(data, args.imbalance_ratio).y_train)
-    delta = args.delta if args.delta is not None else 1.0 / n_used
-    if delta > 1.0 / n_used:
-        print(f"tanplan: warning: delta={delta:g} exceeds 1/n={1.0 / n_used:.3g}: such a δ allows releasing "
-              "some examples outright", file=sys.stderr)
     if public is None and all(runner.REGISTRY[m].needs_public for m in methods):
         raise UsageError(f"{', '.join(methods)} need a public set: pass --public P.npz")
+    n_used = len(imbalanced(data, args.imbalance_ratio).y_train)
+    delta = args.delta if args.delta is not None else 1.0 / n_used
+    if delta > 1.0 / n_used:  # a warning, printed once every input is known to be good
+        print(f"tanplan: warning: delta={delta:g} exceeds 1/n={1.0 / n_used:.3g}: such a δ allows releasing "
+              "some examples outright", file=sys.stderr)
 
     def progress(r) -> None:
         print(f"tanplan: {r.method} at ε={r.target_epsilon:g}: balanced accuracy {r.balanced_accuracy:.3f} "

@@ -28,6 +28,8 @@ def run(args) -> int:
     for m in models:
         if m not in available_models():
             raise UsageError(f"unknown model {m!r}; valid: {', '.join(available_models())}")
+    for m in models:  # every model before the first is timed
+        _check_fits(m, args.batch_size)
     results = [bench_model(m, args.batch_size, repeats=args.repeats, grad_method=args.grad_method) for m in models]
     if args.json:
         print_json([r.to_dict() for r in results])
@@ -43,3 +45,47 @@ def run(args) -> int:
     print(f"median of {args.repeats} alternating repeats after warm-up; the ratio divides the DP step by the fastest "
           "non-private route; compare ratios, not absolute times")
     return 0
+
+
+def _check_fits(model: str, batch_size: int | None) -> None:
+    """UsageError when one step of `model` at batch_size cannot fit in the memory this machine has free.
+
+    The estimate is a floor: the random batch (drawn in float64, kept in float32: 12 bytes a value) and
+    one float32 copy of every example's gradient (what a per-example route materialises), from the
+    model's parameter count (abstract initialisation: no compute).
+    """
+    import jax
+    import numpy as np
+
+    from tanplan.engine.bench import DEFAULT_BATCH, input_shape
+    from tanplan.errors import UsageError
+    from tanplan.models import create_model
+
+    batch = batch_size or DEFAULT_BATCH.get(model, 256)
+    shape = input_shape(model)
+    net = create_model(model, 10)
+    params = jax.eval_shape(lambda key: net.init(key, np.zeros((1, *shape), np.float32)), jax.random.key(0))
+    num_params = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(params))
+    needed = batch * (12 * int(np.prod(shape)) + 4 * num_params)
+    free = _available_memory()
+    if free is not None and needed > free:
+        raise UsageError(f"--batch-size {batch} is not allowed for {model}: one step needs at least "
+                         f"{needed / 2**30:.3g} GiB (the batch and per-example gradients of {num_params:,} "
+                         f"parameters), more than the {free / 2**30:.3g} GiB this machine has available")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable), else the physical memory."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None

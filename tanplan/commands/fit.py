@@ -39,6 +39,7 @@ def run(args) -> int:
     from tanplan.errors import UsageError
     from tanplan.reports import fit as fit_report
     from tanplan.workflow import fit, ladder, privacy_spent
+    from tanplan.workflow.inputs import check_config, check_out_dir
 
     cfg = load_config(args.config, args.set)
     cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
@@ -47,6 +48,12 @@ def run(args) -> int:
     sizes = sizes if sizes == "auto" else list(sizes)
     seeds = args.seeds or section.seeds
     out = Path(args.out)
+    check_config(cfg)  # before any data is read
+    check_out_dir(out)
+    if args.vary == "batch" and sizes == "auto":
+        ladder.check_ladder(cfg)
+    elif args.vary == "batch":
+        fit.check_batch_sizes(sizes, cfg.train.batch_size)
     log = (lambda *a, **k: None) if args.json else print
     if args.vary in ("data", "steps"):
         if args.proxy_batch_size is None and sizes == "auto":

@@ -43,7 +43,13 @@ def run(args) -> int:
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")
     cfg = load_config(args.config, args.overrides)
-    check_address(args.address)  # before any data is read
+    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.sweep.study import check_study_file
+
+    check_config(cfg)  # names, paths, the folder, the address and the study: before any data is read
+    check_out_dir(args.out)
+    check_address(args.address)
+    check_study_file(Path(args.out), resume=args.resume)
     spec = prepare(cfg, proxy_batch_size=args.proxy_batch_size, trials=args.trials, top_k=args.top_k,
                    seeds=args.seeds, scheduler=args.scheduler, max_concurrent=args.max_concurrent)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))

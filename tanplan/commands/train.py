@@ -22,7 +22,11 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
 
+    from tanplan.workflow.inputs import check_config, check_out_dir
+
     cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
+    check_config(cfg)  # names and paths, before the data is loaded or generated
+    check_out_dir(args.out)
     from tanplan.engine.loop import train_and_evaluate
 
     summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, resume=args.resume,

@@ -3,6 +3,11 @@
 The directory holds data_batch_1..5 and test_batch (each a pickled dict with b"data": uint8
 (n, 3072) rows laid out as 1024 red, 1024 green, 1024 blue values of a 32x32 image in row-major order,
 and b"labels": n ints) and batches.meta (b"label_names"). Nothing is ever downloaded.
+
+Security: a pickle can run any code while it loads, and these files come from wherever the user got
+them. They are read by `SafeUnpickler`, which resolves no global but numpy's array reconstructors, so
+a crafted file fails with one line (exit 2) before anything of it runs; what it built must then be
+the format's dicts, lists, bytes, strings, ints and numeric arrays.
 """
 
 from __future__ import annotations
@@ -42,14 +47,74 @@ def resolve_dir(path) -> Path:
     return root
 
 
+def _latin1_bytes(text, encoding="latin1"):
+    """How Python 3 writes bytes at pickle protocol 2: _codecs.encode(text, "latin1"). Only that."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("_codecs.encode is allowed only to rebuild bytes from latin-1 text")
+    return text.encode("latin1")
+
+
+# The only globals a CIFAR-10 batch needs: numpy's array reconstructors under their numpy 1 and 2 module
+# paths (pickle protocols 2 to 5), and protocol 2's way of writing bytes. Anything else is refused.
+_NUMPY_GLOBALS = {
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+}
+
+
+def _numpy_global(name: str):
+    """numpy's own object `name`, whatever module path the file names."""
+    try:
+        from numpy._core import multiarray, numeric
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray, numeric
+    return {"ndarray": np.ndarray, "dtype": np.dtype, "_reconstruct": multiarray._reconstruct,
+            "_frombuffer": numeric._frombuffer}[name]
+
+
+class SafeUnpickler(pickle.Unpickler):
+    """An Unpickler that resolves only numpy's array reconstructors and latin-1 bytes, so that loading a
+    file runs no other code (os.system, builtins.eval, ... raise UnpicklingError before being called)."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _NUMPY_GLOBALS:
+            return _numpy_global(name)
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_bytes
+        raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a CIFAR-10 batch")
+
+
+def _check_plain(value, path: Path, depth: int = 0) -> None:
+    """UsageError unless value is made of dicts, lists, bytes, strings, ints and numeric numpy arrays."""
+    if depth > 4:
+        raise UsageError(f"CIFAR-10 file {path} is nested deeper than the format")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_plain(key, path, depth + 1)
+            _check_plain(item, path, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            _check_plain(item, path, depth + 1)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            raise UsageError(f"CIFAR-10 file {path} holds an array of dtype {value.dtype}; the format has numbers")
+    elif not isinstance(value, (bytes, str, int)):
+        raise UsageError(f"CIFAR-10 file {path} holds a {type(value).__name__}; the format has dicts, lists, "
+                         "bytes, strings, ints and numpy arrays only")
+
+
 def _unpickle(path: Path) -> dict:
     try:
         with open(path, "rb") as f:
-            d = pickle.load(f, encoding="bytes")
+            d = SafeUnpickler(f, encoding="bytes").load()
+    except pickle.UnpicklingError as e:
+        raise UsageError(f"cannot read CIFAR-10 file {path}: {e} (refused without running it)") from None
     except Exception as e:  # corrupt or foreign file: one clear line rather than a traceback
         raise UsageError(f"cannot read CIFAR-10 file {path}: {type(e).__name__}: {e}") from None
     if not isinstance(d, dict):
         raise UsageError(f"CIFAR-10 file {path} does not hold a dict")
+    _check_plain(d, path)
     # Files written by Python 2 have bytes keys, by Python 3 often str keys: accept both.
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 

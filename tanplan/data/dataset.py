@@ -95,6 +95,17 @@ def validated(ds: Dataset, source: str) -> Dataset:
 
 
 def _labels(y, what: str) -> np.ndarray:
+    y = check_labels(y, what)
+    return y.astype(np.int32)
+
+
+# Labels are class indices 0..C-1 with C at most this: a classifier's output layer (and a one-hot of the
+# labels) has C columns, so a stray huge label would otherwise exhaust memory (or wrap around in int32).
+MAX_CLASSES = 100_000
+
+
+def check_labels(y, what: str) -> np.ndarray:
+    """y as a 1-D int64 array of class indices in [0, MAX_CLASSES), or UsageError naming `what`."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
@@ -103,7 +114,11 @@ def _labels(y, what: str) -> np.ndarray:
     if not np.issubdtype(y.dtype, np.integer):
         if not np.issubdtype(y.dtype, np.floating) or not np.isfinite(y).all() or (y != np.round(y)).any():
             raise UsageError(f"{what} must hold integer class labels (dtype {y.dtype})")
-    return y.astype(np.int32)
+    if len(y) and not 0 <= y.min() <= y.max() < MAX_CLASSES:
+        bad = y.min() if y.min() < 0 else y.max()
+        raise UsageError(f"{what} holds the label {bad:.6g}; labels must lie in [0, {MAX_CLASSES:,}): class "
+                         "indices 0, 1, 2, ...")
+    return y.astype(np.int64)
 
 
 def normalise_images(pixels01: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:

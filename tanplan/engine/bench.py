@@ -52,7 +52,7 @@ def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, 
     import jax.numpy as jnp
     import numpy as np
 
-    from tanplan.config import Config, PrivacyConfig, TrainConfig
+    from tanplan.config import Config, ModelConfig, PrivacyConfig, TrainConfig
     from tanplan.dp import optim
     from tanplan.dp import step as dp_step
     from tanplan.models import count_params, create_model
@@ -70,7 +70,8 @@ def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, 
 
     train = TrainConfig(batch_size=batch_size, learning_rate=0.1, grad_method=grad_method)
     optimizer = optim.make_optimizer(train)
-    dp_cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=train)
+    dp_cfg = Config(model=ModelConfig(name=model, width=width, depth=depth), privacy=PrivacyConfig(sigma=1.0),
+                    train=train)
     dp_sum, route = make_grad_sum(dp_cfg, logits_fn, None, params, x[0])
     steps = {"dp": jax.jit(dp_step.make_train_step(dp_sum, optimizer, noise_std=1.0, expected_batch_size=batch_size))}
     for name, plain_sum in nonprivate_routes(logits_fn, params, x[0]).items():

@@ -86,7 +86,6 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
     import json
 
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.jax import JaxTrainer
 
@@ -94,14 +93,12 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
     env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", "")}
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"
-    started_here = not ray.is_initialized()
-    if started_here:
-        quiet = dict(log_to_driver=progress, logging_level="ERROR", runtime_env={"env_vars": env})
-        if address:
-            ray.init(address=address, **quiet)
-        else:
-            ray.init(address="local", num_cpus=max(num_workers, 2), include_dashboard=False,
-                     object_store_memory=200 * 2**20, **quiet)
+    from tanplan.ray_session import start_ray, stop_ray
+
+    # Local: loopback only, no dashboard, a private session folder removed at the end; an --address is
+    # checked (malformed or unreachable: one line, exit 2) before Ray tries it. None: a Ray already running.
+    started_here = start_ray(address, num_cpus=max(num_workers, 2), log_to_driver=progress,
+                             runtime_env={"env_vars": env})
     try:
         trainer = JaxTrainer(
             _train_loop_per_worker,
@@ -119,6 +116,5 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
             raise WorkerLost(f"the Ray launch failed ({type(err).__name__}: {cause[-1] if cause else 'no detail'}); "
                              f"the last checkpoint in {str(out / 'checkpoint')!r} is kept: continue with --resume") from None
     finally:
-        if started_here:
-            ray.shutdown()
+        stop_ray(started_here)
     return json.loads((out / "summary.json").read_text(encoding="utf-8"))

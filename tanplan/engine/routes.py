@@ -29,8 +29,10 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     method = cfg.train.grad_method
     if method in ("auto", "ghost"):
         # The check depends on the model's structure and input shape only: once per process (it compiles
-        # per-example gradients, ~5 s, which dominated short proxy runs).
-        key = (cfg.model, tuple(example_x.shape[1:]), method)
+        # per-example gradients, ~5 s, which dominated short proxy runs). The structure is keyed by the
+        # parameter tree itself, not only by cfg.model: callers that time several models under one
+        # config (tanplan bench) must not inherit the first model's verdict.
+        key = (cfg.model, _structure(params), tuple(example_x.shape[1:]), method)
         if key not in _GHOST_CHECKS:
             _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
         reason = _GHOST_CHECKS[key]
@@ -44,3 +46,9 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     return clipping.clipped_grad_sum(logits_fn, clip, augment, k), "vmap"
 
 
+def _structure(params) -> tuple:
+    """Every parameter's path (module names included), shape and dtype: the model's structure, hashable."""
+    import jax
+
+    return tuple((jax.tree_util.keystr(path), tuple(leaf.shape), str(leaf.dtype))
+                 for path, leaf in jax.tree_util.tree_leaves_with_path(params))

@@ -9,7 +9,22 @@ N(0, σ²C²) to the sum. Neighbouring datasets differ by adding or removing one
 Two accountants: "rdp" (Rényi DP with dp_accounting's default orders and its optimal conversion to
 (ε, δ), as in the TAN paper) and "pld" (privacy loss distributions, tighter). Calibration guarantee:
 a calibrated parameter never gives ε above the target under the accountant used, and lands within
-1% of it (tests/test_accounting.py checks both over random settings).
+1% of it (tests/privacy/test_accounting.py checks both over random settings).
+
+Where the accountants are trusted (UsageError, exit 2, outside it; tests/privacy/test_soundness.py):
+- 1 ≤ S ≤ MAX_STEPS = 10^7 and SIGMA_MIN = 1e-4 ≤ σ ≤ SIGMA_MAX = 1e6, 0 < q ≤ 1, 0 < δ < 1. In float64
+  the RDP accountant's per-step value of a Poisson-subsampled Gaussian carries an absolute error of
+  up to a few 1e-15 at each order (against 60-digit arithmetic), which S steps multiply: at S = 10^21
+  the per-step value of a small signal turns negative and dp-accounting reports ε = 0 where ε_TAN
+  is 2·10^4. Within 10^7 steps the error stays below 1e-7 in ε; 10^7 is over a hundred times the
+  longest published DP-SGD runs.
+- PLD additionally needs σ ≥ PLD_SIGMA_MIN = 0.1: below it the privacy-loss grid exhausts memory (or
+  runs for minutes), and ε is in the tens per step anyway. From σ < 0.5 on, its grid is coarsened in
+  proportion to 1/σ² (a pessimistic PLD stays an upper bound on any grid).
+- Every ε is checked before it is returned: it must be a number (not NaN or infinite) and must not
+  lie below `epsilon_lower_bound`, an ε that the mechanism provably exceeds (a single test on the sum
+  of the noisy releases). An accountant whose floating point collapsed is refused with the reason,
+  rather than reported as a guarantee.
 """
 
 from __future__ import annotations
@@ -23,12 +38,18 @@ import types
 import warnings
 from functools import lru_cache
 
-from tanplan.privacy import tan
+from tanplan.config import MAX_STEPS, SIGMA_MAX, SIGMA_MIN
 from tanplan.errors import UsageError
+from tanplan.privacy import tan
 
 ACCOUNTANTS = ("rdp", "pld")
 CALIBRATION_SLACK = 0.01  # a calibrated ε lands in [target·(1 − slack), target]
-_SIGMA_MAX = 1e5
+_SIGMA_MAX = 1e5  # calibration searches σ up to this
+
+# The domain where tanplan trusts the accountants (module docstring). S and σ bound train.steps and
+# privacy.sigma too, so they are defined with the config, which checks them before any data is loaded.
+PLD_SIGMA_MIN = 0.1
+_PLD_INTERVAL = 1e-4  # dp_accounting's default grid of privacy-loss values
 
 
 def _dp_accounting():
@@ -79,8 +100,9 @@ def dp_sgd_event(q: float, sigma: float, steps: int):
     )
 
 
-def make_accountant(accountant: str = "rdp", orders=None):
-    """A fresh dp_accounting accountant ("rdp" with the default or given orders, or "pld")."""
+def make_accountant(accountant: str = "rdp", orders=None, sigma_min: float | None = None):
+    """A fresh dp_accounting accountant ("rdp" with the default or given orders, or "pld" on a grid fit
+    for noise multipliers down to sigma_min)."""
     _quiet()
     if accountant == "rdp":
         _, rdp = _dp_accounting()
@@ -89,24 +111,39 @@ def make_accountant(accountant: str = "rdp", orders=None):
         _dp_accounting()
         from dp_accounting.pld import pld_privacy_accountant
 
-        return pld_privacy_accountant.PLDAccountant()
+        return pld_privacy_accountant.PLDAccountant(value_discretization_interval=_pld_interval(sigma_min))
     raise UsageError(f"accountant {accountant!r} is not known: use one of {', '.join(ACCOUNTANTS)}")
 
 
-def _check(q: float, sigma: float | None, steps: int | None, delta: float | None) -> None:
+def _pld_interval(sigma_min: float | None) -> float:
+    """The PLD grid: dp_accounting's default, coarsened by (0.5/σ)² below σ = 0.5, where the privacy loss
+    spreads over a range growing as 1/σ² (the grid then keeps about the same number of points)."""
+    if not sigma_min or sigma_min >= 0.5:
+        return _PLD_INTERVAL
+    return _PLD_INTERVAL * (0.5 / sigma_min) ** 2
+
+
+def _check(q: float, sigma: float | None, steps: int | None, delta: float | None, accountant: str = "rdp") -> None:
+    """UsageError naming the first value outside the domain where the accountant is trusted."""
     if not 0 < q <= 1:
         raise UsageError(f"sampling rate q={q:g} is not allowed: must be in (0, 1] (batch size ≤ dataset size)")
-    if sigma is not None and not sigma > 0:
-        raise UsageError(f"sigma={sigma:g} is not allowed: must be > 0")
-    if steps is not None and steps < 1:
-        raise UsageError(f"steps={steps} is not allowed: must be ≥ 1")
+    if sigma is not None:
+        if not (math.isfinite(sigma) and SIGMA_MIN <= sigma <= SIGMA_MAX):
+            raise UsageError(f"sigma={sigma:g} is not allowed: must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}], where the "
+                             "accountants are trusted")
+        if accountant == "pld" and sigma < PLD_SIGMA_MIN:
+            raise UsageError(f"sigma={sigma:g} is not allowed with the PLD accountant: it needs sigma ≥ {PLD_SIGMA_MIN:g} "
+                             "(below, its privacy-loss grid exhausts memory); use the RDP accountant")
+    if steps is not None and not 1 <= steps <= MAX_STEPS:
+        raise UsageError(f"steps={steps} is not allowed: must be in [1, {MAX_STEPS:.0e}] (beyond, the accountant's "
+                         "floating-point error grows with the steps)")
     if delta is not None and not 0 < delta < 1:
         raise UsageError(f"delta={delta:g} is not allowed: must be in (0, 1)")
 
 
 def epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = "rdp") -> float:
     """Exact ε of S DP-SGD steps at sampling rate q and noise multiplier σ, for the given δ."""
-    _check(q, sigma, steps, delta)
+    _check(q, sigma, steps, delta, accountant)
     return epsilon_of_events([dp_sgd_event(q, sigma, steps)], delta, accountant)
 
 
@@ -114,25 +151,120 @@ def epsilon_of_events(events, delta: float, accountant: str = "rdp") -> float:
     """ε at δ of the composition of DpEvents under the accountant: THE function every ε in tanplan comes
     from (a run's plan, its ledger, the launch's budget check, the pipeline's total). 0.0 for no event.
 
+    Guarantee: the value returned is the accountant's, and only where it can be trusted. Every DP-SGD
+    event (S Poisson-subsampled Gaussian steps) must lie in the accountant's domain (module docstring),
+    and the result must be a finite number not below `epsilon_lower_bound` of any event (ε of a
+    composition is at least that of each part); otherwise UsageError says why. Events of other shapes
+    are composed as given, without the lower-bound check.
+
     Memoised: DpEvents are frozen values, and a run asks for the same composition at every evaluation
-    and checkpoint."""
+    and checkpoint (the checks above run on every call).
+    """
     if not events:
         return 0.0
-    return _epsilon_of_events(tuple(events), float(delta), accountant)
+    if delta is None or not 0 < delta < 1:
+        raise UsageError(f"delta={delta} is not allowed: must be in (0, 1)")
+    params = [p for p in map(_dp_sgd_params, events) if p is not None]
+    for q, sigma, steps in params:
+        _check(q, sigma, steps, delta, accountant)
+    eps = _epsilon_of_events(tuple(events), float(delta), accountant, min((p[1] for p in params), default=None))
+    _check_sound(eps, params, delta, accountant)
+    return eps
 
 
 @lru_cache(maxsize=1024)
-def _epsilon_of_events(events: tuple, delta: float, accountant: str) -> float:
-    acc = make_accountant(accountant)
-    for event in events:
-        acc.compose(event)
-    return float(acc.get_epsilon(delta))
+def _epsilon_of_events(events: tuple, delta: float, accountant: str, sigma_min: float | None) -> float:
+    acc = make_accountant(accountant, sigma_min=sigma_min)
+    try:
+        for event in events:
+            acc.compose(event)
+        return float(acc.get_epsilon(delta))
+    except (MemoryError, OverflowError) as err:  # the PLD grid outgrew the machine, or exp() overflowed
+        raise UsageError(f"the {accountant.upper()} accountant cannot represent this mechanism "
+                         f"({type(err).__name__}); use the RDP accountant or more noise") from None
+
+
+def _dp_sgd_params(event) -> tuple[float, float, int] | None:
+    """(q, σ, S) of SelfComposed(PoissonSampled(q, Gaussian(σ)), S) or PoissonSampled(q, Gaussian(σ)), else None."""
+    dp_event, _ = _dp_accounting()
+    steps = 1
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        event, steps = event.event, int(event.count)
+    if (isinstance(event, dp_event.PoissonSampledDpEvent)
+            and isinstance(event.event, dp_event.GaussianDpEvent)):
+        return float(event.sampling_probability), float(event.event.noise_multiplier), steps
+    return None
+
+
+def _check_sound(eps: float, params: list[tuple[float, float, int]], delta: float, accountant: str) -> None:
+    """UsageError unless eps is a number at or above the lower bound of every DP-SGD event."""
+    where = "; ".join(f"q={q:.4g}, sigma={s:.4g}, S={n}" for q, s, n in params) or "these events"
+    if not math.isfinite(eps) or eps < 0:
+        raise UsageError(f"the {accountant.upper()} accountant gives epsilon = {eps} for {where} at delta={delta:g}: "
+                         "no finite guarantee; use more noise, fewer steps or a smaller batch")
+    for q, sigma, steps in params:
+        if delta_lower_bound(q, sigma, steps, eps) > delta * (1 + 1e-3):
+            bound = epsilon_lower_bound(q, sigma, steps, delta)
+            raise UsageError(
+                f"the {accountant.upper()} accountant gives epsilon = {eps:.4g} for q={q:.4g}, sigma={sigma:.4g}, "
+                f"S={steps} at delta={delta:g}, below {bound:.4g}, which this mechanism provably exceeds: its "
+                "floating point has collapsed here, so tanplan does not trust it; use fewer steps or less noise")
+
+
+# ---------------------------------------------------------------- a lower bound no sound accountant can undercut
+
+def delta_lower_bound(q: float, sigma: float, steps: int, eps: float) -> float:
+    """A δ that S Poisson-subsampled Gaussian steps (q, σ) provably exceed at ε: their δ(ε) ≥ this.
+
+    Take D = {} and D' = {x} with x's clipped gradient of norm C, and T = the sum over the S steps of the
+    noisy sums projected on that gradient, divided by C. Under D, T ~ N(0, Sσ²); under D',
+    T = K + σ√S·Z with K ~ Binomial(S, q), the steps that sampled x. For any m ≤ Sq, Chernoff gives
+    P(K ≥ m) ≥ A = 1 − exp(−(Sq − m)²/(2Sq)), and P(K ≥ ⌊Sq⌋) ≥ 1/2 (a binomial's median is ⌊Sq⌋ or
+    ⌈Sq⌉), P(K ≥ 1) = 1 − (1 − q)^S. So P_D'(T > t) ≥ A·Φ̄((t − m)/(σ√S)), and (ε, δ)-DP requires
+    δ ≥ P_D'(T > t) − e^ε·P_D(T > t) for every t. The best t gives A·δ_μ(ε − log A), with δ_μ the
+    (ε, δ) curve of the Gaussian mechanism of sensitivity μ = m/(σ√S) (Dong, Roth, Su 2019, "Gaussian
+    differential privacy"). This returns the largest of these over a few m: every one is a valid bound.
+    Near-tight when S·q is large (the central-limit regime of TAN), loose for a handful of steps.
+    """
+    import numpy as np
+    from scipy import special
+
+    mu = steps * q
+    scale = sigma * math.sqrt(steps)
+    shifts = np.array([0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0])
+    m = np.concatenate([mu - shifts * math.sqrt(mu), [math.floor(mu), 1.0]])
+    mass = np.concatenate([-np.expm1(-shifts**2 / 2), [0.5, -math.expm1(steps * math.log1p(-q)) if q < 1 else 1.0]])
+    if q == 1:  # K = S exactly
+        m, mass = np.append(m, float(steps)), np.append(mass, 1.0)
+    keep = (m >= 1.0) & (m <= max(mu, 1.0)) & (mass > 0) & (m / scale > 1e-9)
+    if not keep.any():
+        return 0.0
+    a, mass = m[keep] / scale, mass[keep]
+    e = eps - np.log(mass)
+    log_tail_x = special.log_ndtr(-(e / a - a / 2))  # log Φ̄(ε'/μ − μ/2)
+    log_tail_y = special.log_ndtr(-(e / a + a / 2))  # log Φ̄(ε'/μ + μ/2)
+    bounds = mass * np.exp(log_tail_x) * -np.expm1(np.minimum(e + log_tail_y - log_tail_x, 0.0))
+    return float(max(bounds.max(), 0.0))
+
+
+def epsilon_lower_bound(q: float, sigma: float, steps: int, delta: float) -> float:
+    """An ε that S Poisson-subsampled Gaussian steps (q, σ) provably exceed at δ (see delta_lower_bound):
+    no sound accountant may report less. 0.0 when the bound says nothing at this δ."""
+    if delta_lower_bound(q, sigma, steps, 0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while delta_lower_bound(q, sigma, steps, hi) > delta:
+        lo, hi = hi, hi * 2
+    for _ in range(60):  # invariant: bound(lo) > δ ≥ bound(hi)
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if delta_lower_bound(q, sigma, steps, mid) > delta else (lo, mid)
+    return lo
 
 
 def delta_for_epsilon(q: float, sigma: float, steps: int, eps: float, accountant: str = "rdp") -> float:
     """The smallest δ the accountant certifies for (q, σ, S) at the given ε."""
-    _check(q, sigma, steps, None)
-    return float(make_accountant(accountant).compose(dp_sgd_event(q, sigma, steps)).get_delta(eps))
+    _check(q, sigma, steps, None, accountant)
+    return float(make_accountant(accountant, sigma_min=sigma).compose(dp_sgd_event(q, sigma, steps)).get_delta(eps))
 
 
 def rdp_orders() -> tuple[float, ...]:
@@ -181,6 +313,9 @@ def _solve_decreasing(eps_of, guess: float, target: float, hi_limit: float = _SI
             if f_lo >= target * (1 - close):
                 return lo
             hi, f_hi, lo = lo, f_lo, lo / 1.5
+            if lo < SIGMA_MIN:
+                raise UsageError(f"epsilon={target:g} is reached only with sigma < {SIGMA_MIN:g}, below the range "
+                                 "where the accountants are trusted: ask for a smaller epsilon")
             f_lo = eps_of(lo)
     else:  # walk up until at or under the target
         while True:
@@ -263,7 +398,7 @@ def _eps_with_orders(q: float, sigma: float, steps: int, delta: float, orders) -
 
 
 def calibrate_steps(q: float, sigma: float, eps: float, delta: float, accountant: str = "rdp",
-                    max_steps: int = 10**8) -> int:
+                    max_steps: int = MAX_STEPS) -> int:
     """The largest S whose exact ε for (q, σ, δ) is at most the target ε (never over).
 
     Raises UsageError when even one step exceeds the target.

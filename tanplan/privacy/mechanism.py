@@ -108,6 +108,11 @@ def resolve_plan(cfg, dataset_size: int) -> RunPlan:
         return RunPlan(dataset_size, batch, t.steps, 0.0, None, private=False, clip_norm=cfg.privacy.clip_norm)
     target, snip_sigma = target_plan(cfg, dataset_size)
     plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
+    if not t.proxy_batch_size and plan.sigma < accounting.PLD_SIGMA_MIN:
+        # A full-scale run reports its ε under both accountants at the end: refuse now what PLD cannot do.
+        raise UsageError(f"sigma = {plan.sigma:.4g} is not allowed for a full-scale run: its ε is reported under the "
+                         f"PLD accountant too, which needs sigma >= {accounting.PLD_SIGMA_MIN:g}; add noise, or train "
+                         "it as a proxy (train.proxy_batch_size)")
     return RunPlan(dataset_size, plan.batch_size, plan.steps, plan.sigma, plan.delta, True, cfg.privacy.clip_norm,
                    cfg.privacy.accountant, snip_sigma * plan.batch_size / target.batch_size, plan,
                    target if t.proxy_batch_size else None)

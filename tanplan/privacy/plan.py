@@ -115,15 +115,18 @@ def default_delta(dataset_size: int) -> float:
 
 
 def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> None:
-    """Raise UsageError naming the first bad value."""
+    """Raise UsageError naming the first bad value; S and σ must lie where the accountants are trusted
+    (tanplan.privacy.accounting: 1 ≤ S ≤ 10^7, 1e-4 ≤ σ ≤ 1e6)."""
     if not (isinstance(dataset_size, int) and dataset_size >= 1):
         raise UsageError(f"dataset size {dataset_size} is not allowed: must be an integer ≥ 1")
     if not 1 <= batch_size <= dataset_size:
         raise UsageError(f"batch size {batch_size} is not allowed: must be in [1, {dataset_size}] (the dataset size)")
-    if not (isinstance(steps, int) and steps >= 1):
-        raise UsageError(f"steps {steps} is not allowed: must be an integer ≥ 1")
-    if sigma is not None and not (math.isfinite(sigma) and sigma > 0):
-        raise UsageError(f"sigma {sigma} is not allowed: must be > 0")
+    if not (isinstance(steps, int) and 1 <= steps <= accounting.MAX_STEPS):
+        raise UsageError(f"steps {steps} is not allowed: must be an integer in [1, {accounting.MAX_STEPS:.0e}], "
+                         "where the accountants are trusted")
+    if sigma is not None and not (math.isfinite(sigma) and accounting.SIGMA_MIN <= sigma <= accounting.SIGMA_MAX):
+        raise UsageError(f"sigma {sigma:g} is not allowed: must be in [{accounting.SIGMA_MIN:g}, "
+                         f"{accounting.SIGMA_MAX:g}], where the accountants are trusted")
     if not (0 < delta < 1):
         raise UsageError(f"delta {delta} is not allowed: must be in (0, 1)")
     if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):

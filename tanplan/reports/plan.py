@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tanplan.config import MAX_STEPS, SIGMA_MIN
 from tanplan.privacy import accounting, tan
 from tanplan.fileio import write_text_atomic
 from tanplan.privacy.plan import Plan, advice
@@ -26,6 +27,8 @@ def proxy_rows(plan: Plan, batch_sizes=None) -> list[dict]:
         batch_sizes = sorted({max(1, plan.batch_size >> i) for i in range(0, 9, 2)}, reverse=True)
     rows = []
     for point in tan.proxy_family(plan.batch_size, plan.sigma, plan.steps, batch_sizes):
+        if point.sigma < SIGMA_MIN:  # below the accountants' domain (tanplan.privacy.accounting)
+            continue
         proxy = plan.proxy(point.batch_size)
         rows.append({"batch_size": proxy.batch_size, "sigma": proxy.sigma, "steps": proxy.steps,
                      "eta_step": proxy.eta_step, "savings": plan.savings(proxy), "regime": proxy.regime.value,
@@ -37,7 +40,7 @@ def privacy_family_rows(plan: Plan, factors=PRIVACY_FACTORS) -> list[dict]:
     """The constant-η, constant-σ family: S·k² steps at B/k, learning rate × 1/k²."""
     rows = []
     for point in tan.privacy_parameter_family(plan.batch_size, plan.sigma, plan.steps, factors):
-        if point.batch_size > plan.dataset_size:
+        if point.batch_size > plan.dataset_size or point.steps > MAX_STEPS:
             continue
         member = Plan(plan.dataset_size, point.batch_size, point.steps, plan.sigma, plan.delta)
         rows.append({"k": plan.batch_size / point.batch_size, "batch_size": point.batch_size, "sigma": plan.sigma,
@@ -68,7 +71,7 @@ def figure_privacy_wall(plan: Plan, path: Path) -> Path:
     """ε (exact, RDP) against σ at the plan's η, one curve per S; q follows from σ, η and S."""
     with figure(path, figsize=(6, 4)) as (fig, ax):
         sigmas = np.geomspace(0.35, 10.0, 8)
-        for steps in sorted({max(1, plan.steps // 10), plan.steps, plan.steps * 10}):
+        for steps in sorted({max(1, plan.steps // 10), plan.steps, min(plan.steps * 10, MAX_STEPS)}):
             xs, ys = [], []
             for s in sigmas:
                 q = math.sqrt(2.0) * s * plan.eta / math.sqrt(steps)

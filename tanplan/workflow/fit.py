@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from tanplan.config import Config
+from tanplan.config import MAX_STEPS, Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.reports.fit import figure_scaling
@@ -29,14 +29,24 @@ def load_best_overrides(path: str | Path | None) -> dict:
     if not path.is_file():
         raise UsageError(f"--best {path} is not allowed: no such file (give the best.json a sweep wrote)")
     try:
-        best = json.loads(path.read_text())
+        best = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"--best {path} is not a text file: give the best.json a sweep wrote") from None
     except json.JSONDecodeError as err:
         raise UsageError(f"--best {path} is not valid JSON: {err.msg} at line {err.lineno}") from None
+    if not isinstance(best, dict):
+        raise UsageError(f"--best {path} holds a JSON {type(best).__name__}, not an object: give the best.json a "
+                         "sweep wrote")
     if isinstance(best.get("best"), dict):  # best.json of `tanplan sweep`: {"best": {"overrides": {...}}}
         best = best["best"]
-    if isinstance(best.get("overrides"), dict):
-        return dict(best["overrides"])
-    raise UsageError(f"--best {path} has no 'overrides' object: give the best.json a sweep wrote")
+    overrides = best.get("overrides")
+    if not isinstance(overrides, dict):
+        raise UsageError(f"--best {path} has no 'overrides' object: give the best.json a sweep wrote")
+    bad = [key for key in overrides if not isinstance(key, str) or "." not in key]
+    if bad:
+        raise UsageError(f"--best {path}: override {bad[0]!r} is not allowed: keys are section.key, e.g. "
+                         "train.learning_rate")
+    return dict(overrides)
 
 
 def _default_train_fn():
@@ -132,7 +142,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     for k in factors:
         b, s = max(1, round(target.batch_size / k)), max(1, round(target.steps * k * k))
         proxy_b = max(1, round(proxy_batch_size / k))
-        if b > target.dataset_size or proxy_b > b:
+        if b > target.dataset_size or proxy_b > b or s > MAX_STEPS:  # outside the data, or the accountants' domain
             continue
         member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
         member_cfg = cfg.with_overrides({

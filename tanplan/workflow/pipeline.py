@@ -53,7 +53,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     started = time.perf_counter()
     out = Path(out)
     auto = cfg.fit.batch_sizes == "auto"
-    _check_inputs(cfg, proxy_batch_size, baseline_features, baseline_public)
+    validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
+                    baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
     stages = _Stages(auto, baselines, log)
     out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(cfg)
@@ -116,26 +117,6 @@ class _Stages:
     def next(self, text: str) -> None:
         self.done += 1
         self.log(f"[{self.done}/{self.total}] {text}")
-
-
-def _check_inputs(cfg: Config, proxy_batch_size, baseline_features, baseline_public) -> None:
-    """Every input of every stage, before any data is loaded or any proxy trained."""
-    from tanplan.workflow import tuning
-    from tanplan.workflow.fit import check_batch_sizes
-    from tanplan.workflow.ladder import check_ladder
-
-    tuning.check(cfg)
-    target = cfg.train.batch_size
-    if cfg.fit.batch_sizes == "auto":
-        check_ladder(cfg)
-    else:
-        check_batch_sizes(list(cfg.fit.batch_sizes), target)
-    if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
-        raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
-                         f"batch train.batch_size = {target}")
-    for flag, path in (("--baseline-features", baseline_features), ("--baseline-public", baseline_public)):
-        if path and not Path(path).is_file():
-            raise UsageError(f"{flag} {path} is not allowed: no such file (give an .npz of features)")
 
 
 def plan_stage(cfg: Config, dataset, out: Path, stages: _Stages):
@@ -326,6 +307,53 @@ def _not_launched(cfg: Config, plan, out: Path, started: float, tune, *, stage: 
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder))
     return summary
+
+
+def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, baselines: bool = False,
+                    baseline_features: str | None = None, baseline_public: str | None = None,
+                    proxy_batch_size: int | None = None) -> None:
+    """Every stage's input, checked before the data is loaded and before any stage runs (UsageError):
+    a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first.
+
+    The config's names and paths, the --out folder, the tuning data; the ladder's budget or the fit's
+    proxy batch sizes; the sweep's space, Ray address and study (a rerun resumes it); the baselines'
+    feature files.
+    """
+    from tanplan.ray_session import check_address
+    from tanplan.workflow import tuning
+    from tanplan.workflow.fit import check_batch_sizes
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_sweep_space
+    from tanplan.workflow.ladder import check_ladder
+    from tanplan.workflow.sweep.study import check_study_file
+
+    check_config(cfg)
+    check_out_dir(out)
+    tuning.check(cfg)
+    target = cfg.train.batch_size
+    if cfg.fit.batch_sizes == "auto":
+        check_ladder(cfg)
+    else:
+        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size)  # the sweep trains the smallest of them
+    if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
+        raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
+                         f"batch train.batch_size = {target}")
+    check_sweep_space(cfg)
+    check_address(address)
+    check_study_file(Path(out) / "sweep", resume=True)
+    if (baseline_features or baseline_public) and not baselines:
+        raise UsageError("--baseline-features and --baseline-public are not allowed without --baselines")
+    if baseline_public and not baseline_features:
+        raise UsageError("--baseline-public is not allowed without --baseline-features (the demo features bring "
+                         "their own public set)")
+    if baselines and not cfg.privacy.private:
+        raise UsageError("--baselines is not allowed with privacy.private = false: they are compared at the "
+                         "launch's ε")
+    if baseline_features:
+        from tanplan.baselines.data import load_features, load_public
+
+        features = load_features(baseline_features)
+        if baseline_public:
+            load_public(baseline_public, features.width)
 
 
 def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tuple[list[dict], str]:

@@ -254,3 +254,71 @@ def test_train_examples_keeps_the_first_n_and_the_whole_test_set():
     np.testing.assert_array_equal(cut.y_test, full.y_test)
     with pytest.raises(UsageError, match="train_examples = 161"):
         load_data(load_config(None, ["data.num_samples=200", "data.train_examples=161"]))
+
+
+# ------------------------------------------------------------------------------------------ hostile CIFAR-10 files
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_cifar10_reads_newer_pickle_protocols(tmp_path, protocol):
+    import pickle
+
+    written = write_cifar_fixture(tmp_path)
+    for path in tmp_path.iterdir():  # the same batches, written again at a newer protocol
+        with open(path, "rb") as f:
+            content = pickle.load(f)
+        with open(path, "wb") as f:
+            pickle.dump(content, f, protocol=protocol)
+    np.testing.assert_array_equal(load_dataset("cifar10", path=tmp_path).y_test, written["test_batch"][1])
+
+
+class WritesAFile:
+    """Unpickled by a plain pickle.load, this runs a shell command that creates `path`."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+        import shlex
+
+        return os.system, (f"touch {shlex.quote(str(self.path))}",)
+
+
+def write_hostile_cifar(root, marker, file="batches.meta"):
+    """The tiny CIFAR-10 with `file` replaced by a pickle that would create `marker` when loaded."""
+    import pickle
+
+    write_cifar_fixture(root)
+    with open(root / file, "wb") as f:
+        pickle.dump({b"label_names": [WritesAFile(marker)], b"data": np.zeros((1, 3072), np.uint8)}, f, protocol=2)
+
+
+@pytest.mark.parametrize("file", ["batches.meta", "data_batch_1"])
+def test_cifar10_pickle_that_would_run_a_command_is_refused(tmp_path, file):
+    import pickle
+
+    marker = tmp_path / "pwned"
+    write_hostile_cifar(tmp_path / "cifar", marker, file)
+    with open(tmp_path / "cifar" / file, "rb") as f:  # the file is hostile: a plain load runs the command
+        pickle.load(f)
+    assert marker.exists()
+    marker.unlink()
+    with pytest.raises(UsageError, match=r"global \w+\.system is not allowed") as err:
+        load_dataset("cifar10", path=tmp_path / "cifar")
+    assert file in str(err.value) and "\n" not in str(err.value)
+    assert not marker.exists()
+
+
+def test_cifar10_refuses_objects_outside_the_format(tmp_path):
+    import pickle
+
+    write_cifar_fixture(tmp_path)
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": np.zeros((1, 3072), object), b"labels": [0]}, f, protocol=2)
+    with pytest.raises(UsageError, match="dtype object"):
+        load_dataset("cifar10", path=tmp_path)
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump({b"data": np.zeros((1, 3072), np.uint8), b"labels": [0], b"extra": 1.5}, f, protocol=2)
+    with pytest.raises(UsageError, match="holds a float"):
+        load_dataset("cifar10", path=tmp_path)

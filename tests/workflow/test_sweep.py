@@ -7,7 +7,7 @@ import time
 import pytest
 from fakes import failing_train, fake_sweep_train
 
-from tanplan import cli
+from tanplan import cli, ray_session
 from tanplan.workflow.sweep import search as sweep
 from tanplan.workflow.sweep import trial
 from tanplan.config import load_config
@@ -201,7 +201,7 @@ def test_one_sweep_per_directory(tmp_path):
 def test_unreachable_or_malformed_address(address, message):
     start = time.perf_counter()
     with pytest.raises(UsageError, match=message):
-        sweep._check_reachable(address, timeout=2.0)
+        ray_session.check_address(address, timeout=2.0)
     assert time.perf_counter() - start < 10
 
 

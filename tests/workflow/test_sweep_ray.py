@@ -54,8 +54,7 @@ def local_ray():
     started = sweep.connect_ray(None)  # the sweeps below find it running and reuse it
     ray.cloudpickle.register_pickle_by_value(fakes)  # Ray workers cannot import tests/fakes.py: send it by value
     yield
-    if started:
-        ray.shutdown()
+    sweep.stop_ray(started)  # and its session folder
 
 
 @pytest.fixture

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tanplan.errors import UsageError
+from tanplan.ray_session import check_address, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
 from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, finished_count, finite,
@@ -112,72 +111,10 @@ def _models():
 # ---------------------------------------------------------------- Ray
 
 def connect_ray(address: str | None):
-    """Start a small local Ray, or attach to the cluster at `address`; True when we started it.
-
-    A Ray already initialised in this process is reused as it is.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False
-    quiet = dict(log_to_driver=False, logging_level="ERROR")
-    if not address:
-        # "local": never attach by accident to a cluster that someone else started on this machine.
-        ray.init(address="local", num_cpus=min(2, os.cpu_count() or 1), include_dashboard=False,
-                 object_store_memory=200 * 2**20, **quiet)
-        return True
-    if address != "auto":
-        _check_reachable(address)
-    try:
-        with _stderr_held_back() as held:  # Ray's C++ client logs every failed attempt to fd 2
-            ray.init(address=address, **quiet)
-        sys.stderr.write(held.read())  # attached: show whatever Ray had to say
-    except Exception as err:  # ConnectionError, or the client's own errors
-        detail = str(err).splitlines()[0] if str(err) else "no detail"
-        hint = ("start one with `ray start --head`, or leave --address out to run locally" if address == "auto"
-                else "if the cluster uses token authentication, set RAY_AUTH_MODE=token (token from "
-                     "~/.ray/auth_token or RAY_AUTH_TOKEN); or leave --address out to run locally")
-        raise UsageError(f"--address {address}: could not attach to a Ray cluster there "
-                         f"({type(err).__name__}: {detail}); {hint}") from None
-    return True
-
-
-@contextlib.contextmanager
-def _stderr_held_back():
-    """Send file descriptor 2 (C++ logs included) to a temporary file; yields it, rewound, afterwards."""
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    held = tempfile.TemporaryFile(mode="w+")
-    os.dup2(held.fileno(), 2)
-    try:
-        yield held
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        held.seek(0)
-
-
-def check_address(address: str | None) -> None:
-    """UsageError for an --address that is malformed or where nobody listens (auto and None pass)."""
-    if address and address != "auto":
-        _check_reachable(address)
-
-
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """Fail fast on an address nobody listens on, rather than waiting for Ray's own retries."""
-    hostport = address.split("://", 1)[1] if "://" in address else address
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise UsageError(f"--address {address!r} is not allowed: use auto, HOST:PORT or ray://HOST:PORT")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as err:
-        raise UsageError(f"--address {address}: no Ray cluster answers there ({err.strerror or err}); "
-                         "start one with `ray start --head`, or leave --address out to run locally") from None
+    """Start a small local Ray (127.0.0.1 only, no dashboard, private session folder: tanplan.ray_session),
+    or attach to the cluster at `address`; the session to pass to stop_ray, None when Ray was already
+    initialised in this process (it is then reused as it is)."""
+    return start_ray(address, num_cpus=min(2, os.cpu_count() or 1))
 
 
 def trial_resources(max_concurrent: int) -> tuple[dict, int]:
@@ -227,10 +164,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
                 if jobs:
                     _rerun(spec, out, reruns, jobs, train_fn, log)
         finally:
-            if started_ray:
-                import ray
-
-                ray.shutdown()
+            stop_ray(started_ray)  # and remove the local Ray's session folder
         summary = results.write_results(out, spec, search, reruns)
     if interrupted:
         raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")

@@ -189,3 +189,24 @@ def top_trials(study, k: int) -> list:
     return best[:k]
 
 
+def check_study_file(out: Path, *, resume: bool) -> None:
+    """Before any data is read: DIR/study.sqlite3, if there, must be a readable SQLite file holding
+    Optuna's tables, and a sweep already in it is continued only with --resume (UsageError otherwise)."""
+    import contextlib
+    import sqlite3
+    from urllib.parse import quote
+
+    path = Path(out) / STUDY_FILE
+    if not path.exists() or path.stat().st_size == 0:  # 0 bytes: SQLite's empty database
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)) as db:
+            health = db.execute("PRAGMA quick_check").fetchone()[0]
+            names = {row[0] for row in db.execute("SELECT study_name FROM studies")}
+    except sqlite3.Error as err:
+        raise UsageError(f"{path} is not a sweep study that tanplan can read ({err}); move it away or choose "
+                         "another --out") from None
+    if health != "ok":
+        raise UsageError(f"{path} is damaged (SQLite: {health.splitlines()[0]}); move it away or choose another --out")
+    if SEARCH_STUDY in names and not resume:
+        raise UsageError(f"{out} already holds a sweep: pass --resume to continue it, or choose another --out")

@@ -1,0 +1,82 @@
+"""Checks of a command's input that need no data: names, files, folders. Commands call them before any
+data is loaded or generated, any noise is drawn or any step is trained, so that a typo costs a second
+and one line (UsageError, exit 2) rather than a dataset generation, a sweep or a spent budget.
+
+    >>> from tanplan.config import load_config
+    >>> check_config(load_config(None, ["model.name=cnn1d"]))  # mnist1d, a 1D model: fine
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+
+
+def check_config(cfg: Config) -> None:
+    """The dataset (name, and its path where it reads one), the model (name, width, depth, norm order,
+    and that it reads this dataset's kind of input) and the augmentation family, without loading data."""
+    from tanplan.data import available_augmentations, dataset_kind
+    from tanplan.models import MODELS, create_model
+
+    d, m = cfg.data, cfg.model
+    kind = dataset_kind(d.dataset, d.path or None)
+    _check_data_path(d.dataset, d.path)
+    create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order)  # names and sizes only
+    reads = MODELS[m.name].inputs
+    if reads not in ("any", kind):
+        takes = ", ".join(name for name, spec in MODELS.items() if spec.inputs in ("any", kind))
+        raise UsageError(f"model.name = {m.name!r} reads {reads} inputs but data.dataset = {d.dataset!r} holds {kind} "
+                         f"data; models for it: {takes}")
+    if d.augmentation != "none" and d.augmentation not in available_augmentations(kind):
+        raise UsageError(f"data.augmentation = {d.augmentation!r} is not allowed for {kind} data; valid: "
+                         f"{', '.join(available_augmentations(kind))}")
+
+
+def _check_data_path(dataset: str, path: str) -> None:
+    if dataset == "cifar10":
+        from tanplan.data.cifar10 import resolve_dir
+
+        resolve_dir(path)  # the directory and its six files exist
+    elif dataset == "npz":
+        if not path:
+            raise UsageError("data.path is empty: the npz dataset needs a .npz file with x_train, y_train, x_test, "
+                             "y_test")
+        if not Path(path).expanduser().is_file():
+            raise UsageError(f"data.path = {path!r} is not allowed: no such file (the npz dataset reads one .npz)")
+
+
+def check_out_dir(path: str | os.PathLike | None, flag: str = "--out") -> None:
+    """UsageError unless `path` is a folder this process can write, or can be created as one."""
+    if path is None:
+        return
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{flag} {str(path)!r} is not allowed: it is a file, not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {str(path)!r} is not allowed: the folder is not writable")
+        return
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {str(path)!r} is not allowed: {str(parent)!r} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {str(path)!r} is not allowed: it cannot be created in {str(parent)!r} "
+                         "(not writable)")
+
+
+def check_sweep_space(cfg: Config) -> None:
+    """[sweep.space] (or the default space of the dataset's kind), every value a trial could take."""
+    from tanplan.data import available_augmentations, dataset_kind
+    from tanplan.models import available_models
+    from tanplan.workflow.sweep.space import default_space, parse_space
+
+    kind = dataset_kind(cfg.data.dataset, cfg.data.path or None)
+    parse_space(cfg.sweep.space or default_space(kind), cfg, augmentations=available_augmentations(kind),
+                models=available_models())
+
+
