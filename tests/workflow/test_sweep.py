@@ -181,12 +181,16 @@ def test_rerun_jobs_cover_top_k_distinct_configurations(tmp_path, base_spec):
     assert len(sweep.rerun_jobs(search, reruns, spec)) == 5  # what ran is not run again
 
 
-def test_one_sweep_per_directory(tmp_path):
-    with sweep._exclusive(tmp_path):
+def test_one_sweep_per_directory(tmp_path, base_spec):
+    from tanplan.fileio import exclusive
+
+    with exclusive(tmp_path, "sweep"):
         with pytest.raises(UsageError, match="another tanplan sweep is running"):
-            with sweep._exclusive(tmp_path):
+            sweep.run_sweep(base_spec, tmp_path, train_fn=fake_train)
+        with pytest.raises(UsageError, match="another tanplan sweep is running"):
+            with exclusive(tmp_path, "sweep"):
                 pass
-    with sweep._exclusive(tmp_path):  # released on exit
+    with exclusive(tmp_path, "sweep"):  # released on exit
         pass
 
 

@@ -25,13 +25,13 @@ accounting does not cover (as in the paper).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from tanplan.errors import UsageError
+from tanplan.fileio import exclusive
 from tanplan.ray_session import check_address, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
@@ -142,7 +142,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
     log = log or (lambda line: None)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with _exclusive(out):
+    with exclusive(out, "sweep"):  # one sweep per DIR; the lock dies with its process
         storage = open_storage(out)
         search, reruns = open_studies(out, spec, resume=resume, storage=storage)
         requeued = requeue_interrupted(search, storage)
@@ -169,19 +169,6 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
     if interrupted:
         raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
     return summary
-
-
-@contextlib.contextmanager
-def _exclusive(out: Path):
-    """One sweep per DIR at a time; the lock dies with its process, so a SIGKILL never leaves it held."""
-    import fcntl
-
-    with open(out / ".sweep.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise UsageError(f"another tanplan sweep is running in {out}; wait for it or choose another --out") from None
-        yield
 
 
 def _tune_env() -> None:
