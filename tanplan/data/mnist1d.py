@@ -89,8 +89,9 @@ def load_mnist1d(num_samples: int = 60_000, seed: int = 0) -> Dataset:
 
 
 def _build_and_save(path: Path, num_samples: int, seed: int) -> dict[str, np.ndarray]:
-    print(f"tanplan: generating mnist1d ({num_samples} samples, seed {seed}) once; cache: {path}",
-          file=sys.stderr)
+    if sys.stderr.isatty():  # a progress note for a person waiting; never a stray line before a later error
+        print(f"tanplan: generating mnist1d ({num_samples} samples, seed {seed}) once; cache: {path}",
+              file=sys.stderr)
     arrays = build_arrays(num_samples, seed)
     try:
         save_arrays(path, arrays)

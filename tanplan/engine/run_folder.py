@@ -83,8 +83,7 @@ class RunFolder:
         if self.checkpoints is None or not self.resume:
             return None
         found = self.checkpoints.restore_intact(template)
-        if found is None:
-            log(f"tanplan: no checkpoint in {str(self.out)!r}: starting from step 0")
+        if found is None:  # nothing to continue: a fresh run (stages resume their runs whenever they can)
             return None
         state, meta, skipped = found
         for reason in skipped:
