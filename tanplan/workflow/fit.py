@@ -107,7 +107,7 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
     fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
     loglinear = fit.predict(target_b, level)
     model, (prediction, low, high) = fit.choose(target_b, level, law)
-    why_not = verdict(prediction, low, high)
+    why_not = verdict(prediction, low, high, line_at_target=loglinear[0])
     shown = 0.0 <= prediction <= 1.0
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,

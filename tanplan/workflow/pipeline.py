@@ -242,14 +242,7 @@ def _trusted(ladder: dict | None, fit_result: dict) -> bool:
 def _law_verdict(fit_result: dict) -> tuple[str, str]:
     """(why the fit cannot predict the launch, what to change)."""
     sizes = ", ".join(map(str, fit_result["batch_sizes"]))
-    target = fit_result["target_batch_size"]
-    if fit_result["predicted_accuracy"] is None:
-        why = (f"the batch law does not hold over B' = {sizes}: its line leaves [0, 1] before B = {target}, so "
-               f"there is no prediction (the proxies are below the knee, held back by sampling noise)")
-    else:
-        low, high = fit_result["prediction_interval"]
-        why = (f"the batch law does not hold over B' = {sizes}: its {fit_result['level']:.0%} prediction interval "
-               f"[{low:.3f}, {high:.3f}] at B = {target} leaves [0, 1]")
+    why = fit_result["verdict"].replace("over this range", f"over B' = {sizes} for B = {fit_result['target_batch_size']}")
     return why, ('set fit.batch_sizes = "auto" (the ladder finds the knee) or give sizes past the knee; '
                  "more seeds narrow the interval")
 
