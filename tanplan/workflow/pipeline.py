@@ -243,8 +243,7 @@ def _law_verdict(fit_result: dict) -> tuple[str, str]:
     """(why the fit cannot predict the launch, what to change)."""
     sizes = ", ".join(map(str, fit_result["batch_sizes"]))
     why = fit_result["verdict"].replace("over this range", f"over B' = {sizes} for B = {fit_result['target_batch_size']}")
-    return why, ('set fit.batch_sizes = "auto" (the ladder finds the knee) or give sizes past the knee; '
-                 "more seeds narrow the interval")
+    return why, fit_result["what_to_change"]
 
 
 def _compute(plan, ladder: dict | None, sweep_examples, fit_rows) -> dict:

@@ -93,3 +93,15 @@ def test_flat_prediction_is_the_mean_with_a_t_interval():
     from scipy import stats
     half = stats.t.ppf(0.975, 7) * y.std(ddof=1) * math.sqrt(1 + 1 / 8)
     assert (lo, hi) == (pytest.approx(mean - half), pytest.approx(mean + half))
+
+
+def test_flat_mean_below_a_line_that_leaves_0_1_is_not_trusted():
+    """The measured failure: proxies at B' = 16, 32 whose slope interval contained 0 chose the flat mean
+    (0.80, inside [0, 1]) while the line reached 1.1 at the target; the launch landed at 0.90, outside."""
+    from tanplan.workflow.scaling import verdict
+
+    assert verdict(0.80, 0.69, 0.90) is None  # the flat mean alone looks fine
+    why, change = verdict(0.80, 0.69, 0.90, line_at_target=1.106)
+    assert "below the knee" in why and "1.11" in why and "auto" in change
+    assert verdict(0.80, 0.69, 0.90, line_at_target=0.95) is None
+    assert verdict(0.80, -0.1, 0.90, line_at_target=0.95)[0].startswith("the batch law does not hold")
