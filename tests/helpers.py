@@ -20,6 +20,15 @@ TINY = ["data.num_samples=2000", "train.batch_size=256", "train.steps=8", "model
 SEEDED = TINY + ["privacy.noise_seed=7"]
 
 
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """Run `tanplan ARGV` in this process: (exit code, stdout, stderr)."""
+    from tanplan.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def launch_cmd(out, *extra, sets=TINY):
     public = ["--allow-public-noise"] if any(s.startswith("privacy.noise_seed") for s in sets) else []
     return [sys.executable, "-m", "tanplan", "launch", "--config", CONFIG, "--out", str(out), "--json",

@@ -25,7 +25,9 @@ on: learning rate × S_ref/S (TAN §4.3: at constant η, lr ∝ 1/S keeps both t
 summed noise of the updates), EMA horizon 1/(1 − decay) and warm-up × S/S_ref.
 
 proxy_compute_fraction = Σ B'·S over every proxy run ÷ the recommendation's B·S (one launch).
-The proxies' own ε is no guarantee, and tuning on the private data is not accounted (see `tanplan proxy`).
+Privacy: the proxies learn on the [tuning] data. With public data (the default) they release nothing about the
+private set and the launch's ε is the guarantee; with private data every proxy run is composed with the launch
+into epsilon_total_rdp / epsilon_total_pld (tanplan.workflow.privacy_spent.totals).
 """
 
 from __future__ import annotations
@@ -267,19 +269,26 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     result["proxy_runs"] = len(points)
     result["proxy_compute_fraction"] = result["proxy_examples"] / result["recommendation"]["compute"]
     result["tuning"] = tunings[0].to_dict() if tunings else None
-    if out is not None:  # what the proxies cost the data they trained on (the private set only if tuning is private)
-        from tanplan.workflow.privacy_spent import report
-
-        result["privacy_spent"] = report(Path(out) / "runs", out, "proxy runs of the frontier simulation")
     result["launch"] = None
     result["wall_seconds"] = result["simulation_seconds"] = time.perf_counter() - started
     if out is not None:
+        _account(result, Path(out), tunings[0], launched=False)
         _write(result, Path(out))
     if launch_best:
         result["launch"] = launch_recommendation(cfg, result, Path(out), train_fn=train_fn, progress=progress)
         result["wall_seconds"] = time.perf_counter() - started
+        _account(result, Path(out), tunings[0], launched=True)
         _write(result, Path(out))
     return result
+
+
+def _account(result: dict, out: Path, tune, *, launched: bool) -> None:
+    """What the proxies cost the data they trained on (privacy_spent), and the total ε on the private set:
+    the launch's alone with public tuning data, composed with every proxy's with private tuning data."""
+    from tanplan.workflow.privacy_spent import report, totals
+
+    result["privacy_spent"] = report(out / "runs", out, "proxy runs of the frontier simulation")
+    result.update(totals(out / "launch" if launched else None, [out / "runs"], tune))
 
 
 def _fit(points: list[dict], rows: dict, opt) -> tuple:

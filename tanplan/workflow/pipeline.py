@@ -40,6 +40,7 @@ from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports.fit import figure_scaling
 from tanplan.reports.run import run_report
+from tanplan.workflow.privacy_spent import totals
 from tanplan.workflow.sweep.study import STUDY_FILE
 
 
@@ -89,7 +90,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
                        accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
                        anyway=launch_anyway and not _trusted(ladder, fit_result))
-    summary.update(privacy_totals(out, tune, launched=True))
+    summary.update(totals(out / "launch", _proxy_folders(out), tune))
     baseline_md = ""
     if baselines and summary["epsilon_rdp"] is not None:
         stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
@@ -145,26 +146,8 @@ def tuning_stage(cfg: Config, plan, stages: _Stages):
     return tune
 
 
-def privacy_totals(out: Path, tune, *, launched: bool) -> dict:
-    """The total ε of every release that touched the private training set, composed from the ledgers of the
-    runs that trained on it: the launch, and with private tuning every ladder rung, sweep trial and fit run."""
-    from tanplan.workflow.privacy_spent import ledgers_under, spent
-
-    folders = [out / "launch"] if launched else []
-    if tune.data == "private":
-        folders += [out / "ladder", out / "sweep" / "trials", out / "fit"]
-    ledgers = [ledger for folder in folders if folder.is_dir() for ledger in ledgers_under(folder)]
-    total = spent(ledgers)
-    proxies = len(ledgers) - int(launched)
-    if tune.data == "public":
-        guarantee = ("the launch's ε is the guarantee for the private training examples: the proxies trained on "
-                     f"{tune.source} and released nothing about them")
-    else:
-        guarantee = (f"the total ε is the guarantee for the private training examples: it composes every release "
-                     f"that touched them ({proxies} proxy runs{' and the launch' if launched else ''}); the "
-                     "launch's own ε holds only for someone who sees nothing of the proxies")
-    return {"tuning_data": tune.data, "tuning": tune.to_dict(), "epsilon_total_rdp": total["epsilon_rdp"],
-            "epsilon_total_pld": total["epsilon_pld"], "epsilon_total_runs": total["runs"], "guarantee": guarantee}
+def _proxy_folders(out: Path) -> list[Path]:
+    return [out / "ladder", out / "sweep" / "trials", out / "fit"]
 
 
 def ladder_stage(cfg: Config, out: Path, stages: _Stages) -> dict:
@@ -294,7 +277,7 @@ def _not_launched(cfg: Config, plan, out: Path, started: float, tune, *, stage: 
     compute = compute or _compute(plan, ladder, [], [])
     summary = _summary(plan, ladder, fit_result, best or {}, compute, launched=False, reason=reason,
                        what_to_change=what_to_change, stage=stage)
-    summary.update(privacy_totals(out, tune, launched=False))
+    summary.update(totals(None, _proxy_folders(out), tune))
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder))

@@ -3,7 +3,8 @@
 Every run folder holds ledger.json, the releases it made (tanplan.privacy.ledger). Runs that trained on
 the same examples compose: `spent` reads their ledgers and returns the exact ε of all their releases
 together (tanplan.privacy.accounting.epsilon_of_events), by RDP and by PLD. `tanplan sweep` and
-`tanplan fit` report it for their runs; `tanplan run` composes every run that touched the private set.
+`tanplan fit` report it for their runs; `tanplan run` and `tanplan optimize` compose every run that touched
+the private set (`totals`).
 """
 
 from __future__ import annotations
@@ -45,3 +46,23 @@ def report(folder: str | Path, out: str | Path, what: str) -> dict:
                     "(the private set, unless they trained on public data)")
     write_json_atomic(Path(out) / FILE, info)
     return info
+
+
+def totals(launch: Path | None, proxy_folders: list[Path], tune) -> dict:
+    """The total ε of every release that touched the private training set, composed from the ledgers of the
+    runs that trained on it: the launch (None when nothing launched), and with private tuning ([tuning] data =
+    "private") every proxy run below proxy_folders. Public-tuning proxies never saw the private set."""
+    folders = ([launch] if launch is not None else []) + (list(proxy_folders) if tune.data == "private" else [])
+    ledgers = [ledger for folder in folders if folder.is_dir() for ledger in ledgers_under(folder)]
+    total = spent(ledgers)
+    launched = launch is not None and launch.is_dir()
+    proxies = len(ledgers) - int(launched)
+    if tune.data == "public":
+        guarantee = ("the launch's ε is the guarantee for the private training examples: the proxies trained on "
+                     f"{tune.source} and released nothing about them")
+    else:
+        guarantee = (f"the total ε is the guarantee for the private training examples: it composes every release "
+                     f"that touched them ({proxies} proxy runs{' and the launch' if launched else ''}); the "
+                     "launch's own ε holds only for someone who sees nothing of the proxies")
+    return {"tuning_data": tune.data, "tuning": tune.to_dict(), "epsilon_total_rdp": total["epsilon_rdp"],
+            "epsilon_total_pld": total["epsilon_pld"], "epsilon_total_runs": total["runs"], "guarantee": guarantee}

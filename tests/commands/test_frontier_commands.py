@@ -4,22 +4,13 @@ from device hours, and one-line errors with exit code 2 before any work."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fakes import SMALL, fake_train
-from tanplan.cli import main
+from helpers import CONFIG, ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIG = str(ROOT / "experiments" / "mnist1d.toml")
 FRONT = ["--dataset-size", "10000", "--epsilon", "1"]
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):

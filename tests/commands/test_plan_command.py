@@ -6,15 +6,9 @@ import sys
 
 import pytest
 
-from tanplan.cli import main
+from helpers import run_cli
 
 IMAGENET = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps", "72000", "--delta", "8e-7"]
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_plan_json_has_the_documented_keys(capsys):

@@ -205,13 +205,30 @@ def test_no_proxy_batch_falls_below_the_floor():
 
 def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_path):
     """Public tuning (the default): every proxy trains an independent mnist1d draw at its candidate's
-    η_step; with private tuning they train the private set and privacy_spent.json composes their runs."""
+    η_step; with private tuning they train the private set and privacy_spent.json composes their runs.
+    The total ε on the private set is the launch's alone with public tuning, and with private tuning the
+    composition of every ledger the proxies and the launch wrote."""
+    from tanplan.privacy.ledger import epsilon_of_ledgers
+    from tanplan.workflow.privacy_spent import ledgers_under
+
     for data in ("public", "private"):
         cfg = load_config(CONFIG, OPT + [f"tuning.data={data}"])
         train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
-        result = optimize(cfg, tmp_path / data, train_fn=train_fn, log=quiet)
-        seeds = {c.data.seed for c in train_fn.calls}
-        assert seeds == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
+        result = optimize(cfg, tmp_path / data, train_fn=train_fn, launch_best=True, log=quiet)
+        proxies = train_fn.calls[:-1]  # the last call is the launch, on the private set
+        assert {c.data.seed for c in proxies} == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
+        assert train_fn.calls[-1].data.seed == cfg.data.seed
         assert result["tuning"]["tuning_data"] == data
         spent = result["privacy_spent"]
-        assert spent["runs"] == len(train_fn.calls) and spent["epsilon_rdp"] > cfg.privacy.epsilon
+        assert spent["runs"] == len(proxies) and spent["epsilon_rdp"] > cfg.privacy.epsilon
+        report = (tmp_path / data / "report.md").read_text()
+        launch_eps = result["launch"]["epsilon_rdp"]
+        if data == "public":
+            assert result["epsilon_total_runs"] == 1 and result["epsilon_total_rdp"] == pytest.approx(launch_eps)
+            assert "the launch's ε is the guarantee" in report
+        else:
+            ledgers = ledgers_under(tmp_path / data)
+            assert result["epsilon_total_runs"] == len(ledgers) == len(train_fn.calls)
+            assert result["epsilon_total_rdp"] == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
+            assert result["epsilon_total_rdp"] > max(spent["epsilon_rdp"], launch_eps)
+            assert "the total ε is the guarantee" in report and f"**{result['epsilon_total_rdp']:.4g}**" in report
