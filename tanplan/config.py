@@ -182,7 +182,7 @@ class OptimizeConfig:
     compute: int = setting(0, "compute budget C = B·S in examples; 0 = the target's train.batch_size × train.steps",
                            lo=0)
     candidates: int = setting(5, "frontier candidates simulated by proxies, those nearest train.steps", lo=3)
-    seeds: int = setting(3, "proxy runs (seeds) per simulated candidate", lo=1)
+    seeds: int = setting(5, "proxy runs (seeds) per simulated candidate: fewer estimate the seed scatter poorly", lo=1)
     extend: int = setting(2, "when the best candidate is at an end of the simulated range, simulate up to this many "
                           "more frontier candidates beyond it, one at a time", lo=0)
     savings: float = setting(32.0, "every candidate's proxy is B' = B/savings (TAN Table 3: one factor for all), at "
