@@ -69,7 +69,8 @@ def test_the_peak_of_the_law_is_recommended_with_an_interval_that_covers_it(stud
     low, high = best["prediction_interval"]
     assert low < 0.8 < high
     assert result["runner_up"]["steps"] in (28, 57)
-    assert result["worst"]["steps"] == 160  # the far end of the simulated range: the law is steeper there
+    # an end of the simulated range: S = 10 and 160 lie equally far from the peak in ln S, noise decides
+    assert result["worst"]["steps"] in (10, 160)
     assert result["distinguishable_from_worst"] and "beats the worst-predicted" in result["verdict"]
     assert result["law"]["model"] == "quadratic"
     # extrapolated candidates are predicted but never recommended
