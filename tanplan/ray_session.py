@@ -23,6 +23,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 
 from tanplan.errors import UsageError
@@ -74,8 +75,9 @@ def start_ray(address: str | None, *, num_cpus: int, log_to_driver: bool = False
     session = _loopback_only()
     session.temp_dir = tempfile.mkdtemp(prefix="tanplan-ray-", dir=_short_temp_root())
     try:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
-                 _temp_dir=session.temp_dir, **options)
+        with _fork_exec_is_safe():
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     object_store_memory=OBJECT_STORE_BYTES, _temp_dir=session.temp_dir, **options)
     except BaseException:
         stop_ray(session)
         raise
@@ -109,6 +111,15 @@ def ray_session(address: str | None, *, num_cpus: int, log_to_driver: bool = Fal
         yield session is not None
     finally:
         stop_ray(session)
+
+
+@contextlib.contextmanager
+def _fork_exec_is_safe():
+    """Silence JAX's "os.fork() was called" warning while Ray starts its daemons: each child is exec'd at
+    once (subprocess), so no JAX thread state runs in it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        yield
 
 
 def _short_temp_root() -> str:

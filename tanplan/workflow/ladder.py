@@ -250,7 +250,7 @@ def ladder_fit(cfg: Config, out: Path | None, *, law: str | None = None, train_f
     if not found["found"]:
         return {"ladder": summary}
     rows = [p for p in found["points"] if p["batch_size"] in found["past_knee"]]
-    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=law or cfg.fit.law)
+    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=law or cfg.fit.law, past_knee=True)
     if out is not None:
         write_fit_report(result, out)
     return {**result, "ladder": summary}

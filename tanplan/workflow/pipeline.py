@@ -203,7 +203,7 @@ def fit_stage(cfg: Config, best_cfg: Config, sizes: list[int], ladder: dict | No
         stages.next(f"fit: B' in {sizes} × {f.ladder_seeds} seeds, with the best configuration")
         rows = new = fit_module.train_points(best_cfg, sizes, f.ladder_seeds, out / "fit", log=stages.log)
     return fit_module.fit_rows(rows, cfg.train.batch_size, out / "fit", level=f.level, law=f.law,
-                               started=started), new
+                               started=started, past_knee=True), new
 
 
 def launch_stage(best_cfg: Config, plan, out: Path, stages: _Stages) -> dict:

@@ -86,3 +86,16 @@ def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
     assert "does not hold" in text and "No prediction" in text and "predicted at" not in text
     flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(), log=lambda *a: None)
     assert flat["law_holds"] and flat["verdict"] is None
+
+
+def test_the_line_leaving_0_1_vetoes_chosen_sizes_but_not_the_ladders_rungs(tmp_path):
+    """A noisy rise over two sizes (slope interval containing 0, flat mean chosen) whose line reaches past 1
+    at the target: refused when the user chose the sizes, trusted when the ladder placed them past the knee."""
+    rows = [{"batch_size": b, "test_accuracy": acc, "steps": 300}
+            for b, acc in ((32, 0.8285), (32, 0.80425), (64, 0.876), (64, 0.8455))]  # the demo's, measured
+    chosen = fit_stage.fit_rows(rows, 4096, None)
+    assert chosen["model"] == "flat" and chosen["line_at_target"] > 1
+    assert not chosen["law_holds"] and "below the knee" in chosen["verdict"]
+    laddered = fit_stage.fit_rows(rows, 4096, None, past_knee=True)
+    assert laddered["law_holds"] and laddered["predicted_accuracy"] == pytest.approx(sum(r["test_accuracy"]
+                                                                                         for r in rows) / 4)
