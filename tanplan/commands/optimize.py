@@ -63,7 +63,7 @@ def run(args) -> int:
     if result["launch"]:
         a = result["launch"]
         print(f"launched: actual accuracy {a['actual_accuracy']:.4f} "
-              f"({'inside' if a['inside_interval'] else 'OUTSIDE'} the interval); ε = {a['epsilon_rdp']:.4g} (RDP), total ε on "
-              f"the private set {result['epsilon_total_rdp']:.4g} ({result['tuning_data']} tuning data)")
+              f"({'inside' if a['inside_interval'] else 'OUTSIDE'} the interval); ε = {a['epsilon_rdp']:.4g} (RDP), "
+              f"total ε on the private set {result['epsilon_total_rdp']:.4g} ({result['tuning_data']} tuning data)")
     print(f"report: {Path(args.out) / 'report.md'}")
     return 0

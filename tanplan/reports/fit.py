@@ -53,9 +53,11 @@ def fit_markdown(result: dict) -> str:
     target = result["target_batch_size"]
     if result["predicted_accuracy"] is None:
         return (f"{line}. **No prediction**: the fitted line leaves [0, 1] before B = {target} (it reaches "
-                f"{result['line_at_target']:.3f} there, which is not an accuracy). {_capital(result['verdict'])}; {result['what_to_change']}.")
+                f"{result['line_at_target']:.3f} there, which is not an accuracy). {_capital(result['verdict'])}; "
+                f"{result['what_to_change']}.")
     low, high = result["prediction_interval"]
-    warning = f"\n\n**Law does not hold**: {result['verdict']}; {result['what_to_change']}." if result.get("verdict") else ""
+    warning = (f"\n\n**Law does not hold**: {result['verdict']}; {result['what_to_change']}."
+               if result.get("verdict") else "")
     if result.get("model") == "flat":
         ll = result["loglinear_prediction"]
         s_low, s_high = result["slope_interval"]

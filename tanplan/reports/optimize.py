@@ -180,13 +180,13 @@ def _privacy_text(result: dict) -> str:
     """Which ε is the guarantee for the private examples, given where the proxies learned."""
     if "guarantee" not in result:  # no output folder: no ledgers to compose
         return "The proxies' runs were not accounted (no output folder)."
-    spent, total = result["privacy_spent"], result
+    spent = result["privacy_spent"]
     text = (f"Tuning data: {result['tuning_data']} ({result['tuning']['source']}). The {spent['runs']} proxy runs "
             f"composed spent ε = {spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) on the data "
             f"they trained on. Which is the guarantee: {result['guarantee']}.")
-    if total["epsilon_total_runs"]:
-        text += (f" Total ε on the private training set: **{total['epsilon_total_rdp']:.4g}** (RDP), "
-                 f"{total['epsilon_total_pld']:.4g} (PLD) at δ = {spent['delta']:.3g}.")
+    if result["epsilon_total_runs"]:
+        text += (f" Total ε on the private training set: **{result['epsilon_total_rdp']:.4g}** (RDP), "
+                 f"{result['epsilon_total_pld']:.4g} (PLD) at δ = {spent['delta']:.3g}.")
     else:
         text += " Nothing has been released about the private training set yet."
     return text

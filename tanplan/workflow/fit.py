@@ -111,7 +111,9 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
     fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
     loglinear = fit.predict(target_b, level)
     model, (prediction, low, high) = fit.choose(target_b, level, law)
-    why_not = verdict(prediction, low, high, line_at_target=None if past_knee else loglinear[0])
+    sizes = sorted({r["batch_size"] for r in rows})
+    why_not = verdict(prediction, low, high, line_at_target=None if past_knee else loglinear[0],
+                      where=f"over B' = {', '.join(map(str, sizes))} for B = {target_b}")
     shown = 0.0 <= prediction <= 1.0
     result = {
         "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
@@ -121,7 +123,7 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
         "prediction_interval": [low, high] if shown else None, "line_at_target": loglinear[0],
         "level": level, "law_holds": why_not is None, "verdict": why_not and why_not[0],
         "what_to_change": why_not and why_not[1], "points": rows,
-        "batch_sizes": sorted({r["batch_size"] for r in rows}),
+        "batch_sizes": sizes,
         "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
         "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
     }

@@ -272,23 +272,19 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     result["launch"] = None
     result["wall_seconds"] = result["simulation_seconds"] = time.perf_counter() - started
     if out is not None:
-        _account(result, Path(out), tunings[0], launched=False)
+        from tanplan.workflow.privacy_spent import report, totals
+
+        # What the proxies cost the data they trained on, and the total ε on the private set: the launch's
+        # alone with public tuning data, composed with every proxy's with private tuning data.
+        result["privacy_spent"] = report(Path(out) / "runs", out, "proxy runs of the frontier simulation")
+        result.update(totals(None, [Path(out) / "runs"], tunings[0]))
         _write(result, Path(out))
     if launch_best:
         result["launch"] = launch_recommendation(cfg, result, Path(out), train_fn=train_fn, progress=progress)
         result["wall_seconds"] = time.perf_counter() - started
-        _account(result, Path(out), tunings[0], launched=True)
+        result.update(totals(Path(out) / "launch", [Path(out) / "runs"], tunings[0]))
         _write(result, Path(out))
     return result
-
-
-def _account(result: dict, out: Path, tune, *, launched: bool) -> None:
-    """What the proxies cost the data they trained on (privacy_spent), and the total ε on the private set:
-    the launch's alone with public tuning data, composed with every proxy's with private tuning data."""
-    from tanplan.workflow.privacy_spent import report, totals
-
-    result["privacy_spent"] = report(out / "runs", out, "proxy runs of the frontier simulation")
-    result.update(totals(out / "launch" if launched else None, [out / "runs"], tune))
 
 
 def _fit(points: list[dict], rows: dict, opt) -> tuple:

@@ -80,8 +80,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     fit_result, fit_new = fit_stage(proxies, best_proxies, sizes, ladder, out, stages)
     compute = _compute(plan, ladder, sweep_examples, fit_new)
     if not fit_result["law_holds"] and not launch_anyway:
-        reason, change = _law_verdict(fit_result)
-        return _not_launched(cfg, plan, out, started, tune, stage="fit", reason=reason, what_to_change=change,
+        return _not_launched(cfg, plan, out, started, tune, stage="fit", reason=fit_result["verdict"],
+                             what_to_change=fit_result["what_to_change"],
                              ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute)
 
     launched = launch_stage(best_cfg, plan, out, stages)
@@ -220,13 +220,6 @@ def launch_stage(best_cfg: Config, plan, out: Path, stages: _Stages) -> dict:
 
 def _trusted(ladder: dict | None, fit_result: dict) -> bool:
     return (ladder is None or ladder["found"]) and fit_result["law_holds"]
-
-
-def _law_verdict(fit_result: dict) -> tuple[str, str]:
-    """(why the fit cannot predict the launch, what to change)."""
-    sizes = ", ".join(map(str, fit_result["batch_sizes"]))
-    why = fit_result["verdict"].replace("over this range", f"over B' = {sizes} for B = {fit_result['target_batch_size']}")
-    return why, fit_result["what_to_change"]
 
 
 def _compute(plan, ladder: dict | None, sweep_examples, fit_rows) -> dict:

@@ -94,9 +94,10 @@ def fit_log_linear(batch_sizes, accuracies) -> ScalingFit:
     return ScalingFit(a, b, r2, int(x.size), math.sqrt(ss_res / dof), x_mean, sxx, float(y.std(ddof=1)))
 
 
-def verdict(prediction: float, low: float, high: float,
-            line_at_target: float | None = None) -> tuple[str, str] | None:
+def verdict(prediction: float, low: float, high: float, line_at_target: float | None = None,
+            where: str = "over this range") -> tuple[str, str] | None:
     """None when the law's extrapolation is usable; else (why not, what to change): an accuracy lives in [0, 1].
+    `where` names the proxy range in the reason (e.g. "over B' = 16, 32 for B = 2048").
 
     Whichever model predicts (the line, or the flat mean when the slope's interval contains 0), a fitted
     line a + b·ln B that leaves [0, 1] before the target says the proxies still rise too fast to be past
@@ -105,11 +106,11 @@ def verdict(prediction: float, low: float, high: float,
     if not (math.isfinite(low) and math.isfinite(high)):
         return "the interval is unbounded (n ≤ 2)", "train more seeds or more batch sizes"
     if line_at_target is not None and not 0.0 <= line_at_target <= 1.0:
-        return (f"the batch law does not hold over this range: the proxies are below the knee, accuracy still rises "
+        return (f"the batch law does not hold {where}: the proxies are below the knee, accuracy still rises "
                 f"with B' so fast that the fitted line reaches {line_at_target:.3g} at the target, outside [0, 1]",
                 'move the proxies up past the knee (fit.batch_sizes = "auto" finds it), or lower ε / raise S')
     if not 0.0 <= prediction <= 1.0 or low < 0.0 or high > 1.0:
-        return ("the batch law does not hold over this range: its prediction interval leaves [0, 1], the proxy runs "
+        return (f"the batch law does not hold {where}: its prediction interval leaves [0, 1], the proxy runs "
                 "are too few or too noisy to bound the target's accuracy",
                 "train more seeds, or move the proxies closer to the target")
     return None
