@@ -23,10 +23,14 @@ TRAIN_MODULES = ("jax", "jaxlib", "flax", "optax", "jax_privacy", "orbax", "optu
                  "mlxtend", "tqdm", "threadpoolctl", "tensorboardX")
 
 
-def install_hint(command: str, missing: str) -> str:
-    """The one line: what is missing and the install command that brings it."""
-    return (f"tanplan {command} needs the '{EXTRA}' extra ({missing} is not installed): "
-            f"pip install 'tanplan[{EXTRA}]'")
+def install_hint(command: str, missing: list[str]) -> str:
+    """The one line: what is missing and the install command that brings it.
+
+    >>> install_hint("train", ["jax", "flax", "optax", "ray"])
+    "tanplan train needs the 'train' extra (not installed: jax, flax, optax and 1 more): pip install 'tanplan[train]'"
+    """
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return f"tanplan {command} needs the '{EXTRA}' extra (not installed: {shown}): pip install 'tanplan[{EXTRA}]'"
 
 
 def missing_train_modules() -> list[str]:
@@ -48,10 +52,10 @@ def require_train(command: str) -> None:
         return
     missing = missing_train_modules()
     if missing:
-        raise UsageError(install_hint(command, ", ".join(missing)))
+        raise UsageError(install_hint(command, missing))
 
 
 def missing_extra(err: ModuleNotFoundError, command: str) -> UsageError | None:
     """The install hint for an import of the train extra that failed, or None for any other module."""
     top = (err.name or "").split(".")[0]
-    return UsageError(install_hint(command, top)) if top in TRAIN_MODULES else None
+    return UsageError(install_hint(command, [top])) if top in TRAIN_MODULES else None
