@@ -20,7 +20,8 @@ from tanplan.errors import TanplanError, UsageError
 from tanplan.extras import missing_extra, require_train
 from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "demo")
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "demo",
+            "convert")
 
 
 class _Parser(argparse.ArgumentParser):

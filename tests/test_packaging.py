@@ -77,7 +77,7 @@ def test_the_train_extra_lists_every_module_it_names():
     distribution = {"jax_privacy": "jax-privacy", "orbax": "orbax-checkpoint", "tensorboardX": "tensorboardx"}
     assert {distribution.get(m, m).lower() for m in extras.TRAIN_MODULES} == declared
     base = {r.split(">")[0].strip() for r in project["dependencies"]}
-    assert base == {"numpy", "scipy", "dp-accounting", "matplotlib"}
+    assert base == {"numpy", "scipy", "dp-accounting", "matplotlib", "pillow"}
     assert not any("chex" in r for group in [project["dependencies"], *project["optional-dependencies"].values()]
                    for r in group)
 

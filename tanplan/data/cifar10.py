@@ -119,7 +119,7 @@ def _unpickle(path: Path) -> dict:
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
 
 
-def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     d = _unpickle(path)
     if "data" not in d or "labels" not in d:
         raise UsageError(f"CIFAR-10 file {path} lacks 'data' or 'labels'")
@@ -132,12 +132,17 @@ def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
+def read_meta(root: Path) -> dict:
+    """batches.meta of the batches directory `root` (label_names, ...)."""
+    return _unpickle(root / META_FILE)
+
+
 def load_cifar10(path) -> Dataset:
     root = resolve_dir(path)
-    meta = _unpickle(root / META_FILE)
+    meta = read_meta(root)
     num_classes = len(meta.get("label_names", [])) or 10
-    train = [_read_batch(root / name) for name in TRAIN_FILES]
-    x_test, y_test = _read_batch(root / TEST_FILE)
+    train = [read_batch(root / name) for name in TRAIN_FILES]
+    x_test, y_test = read_batch(root / TEST_FILE)
     x_train = np.concatenate([x for x, _ in train])
     y_train = np.concatenate([y for _, y in train])
     return Dataset(

@@ -51,17 +51,39 @@ class Dataset:
         """"image" for (H, W, C) examples, "1d" for (length, channels); selects the augmentations."""
         return "image" if self.x_train.ndim == 4 else "1d"
 
+    # The random-access sources the engine reads (tanplan.data.source): a Dataset is one such pair.
+    @property
+    def train(self):
+        from tanplan.data.source import ArraySource
+
+        return ArraySource(self.x_train, self.y_train)
+
+    @property
+    def test(self):
+        from tanplan.data.source import ArraySource
+
+        return ArraySource(self.x_test, self.y_test)
+
+    @property
+    def in_memory(self) -> bool:
+        return True
+
 
 def with_train_examples(ds: Dataset, n: int) -> Dataset:
     """ds trained on its first n training examples (n = 0: all), the test set unchanged.
 
     N, the size the accountant uses (q = B/N), is then n: the examples left out are never touched.
+    Sources (tanplan.data.source) keep their first n rows the same way, without reading any.
     """
     if n == 0 or n == ds.num_train:
         return ds
     if not 0 < n <= ds.num_train:
         raise UsageError(f"data.train_examples = {n} is not allowed: {ds.name} has {ds.num_train} training "
                          f"examples; use 1..{ds.num_train}, or 0 for all")
+    if not ds.in_memory:
+        from tanplan.data.source import Prefix
+
+        return replace(ds, train=Prefix(ds.train, n))
     return replace(ds, x_train=ds.x_train[:n], y_train=ds.y_train[:n])
 
 

@@ -10,36 +10,41 @@ from __future__ import annotations
 import numpy as np
 
 
-def make_eval_fn(logits_fn):
-    """(params, x, y, mask) -> (loss sum, correct count) over the real rows of one test batch."""
+def make_eval_fn(logits_fn, task=None):
+    """(params, x, y, mask) -> (loss sum, metric sum) over the real rows of one test batch; the task's
+    per-example loss and metric (tanplan.task; None = cross-entropy and accuracy)."""
     import jax
     import jax.numpy as jnp
 
-    from tanplan.dp.augmult import cross_entropy
+    from tanplan.task import DEFAULT
+
+    task = task or DEFAULT
 
     @jax.jit
     def eval_batch(params, x, y, mask):
-        logits = logits_fn(params, x)
-        m = mask.astype(jnp.float32)
-        return jnp.sum(cross_entropy(logits, y) * m), jnp.sum((jnp.argmax(logits, -1) == y) * m)
+        logits = logits_fn(params, x)  # padding rows: where, not a product (a plugged-in loss may give NaN there)
+        return jnp.sum(jnp.where(mask, task.loss(logits, y), 0.0)), jnp.sum(jnp.where(mask, task.metric(logits, y), 0.0))
 
     return eval_batch
 
 
-def evaluate(eval_batch, params, x, y, batch_size: int, mesh) -> dict[str, float]:
-    """Test loss and accuracy over the whole test set, in padded batches sharded over the mesh."""
+def evaluate(eval_batch, params, test, batch_size: int, mesh) -> dict[str, float]:
+    """Test loss and metric (test_accuracy) over the whole test source, read in consecutive batches of
+    at most batch_size rows (tanplan.data.source: never more at once), padded and sharded over the mesh."""
+    from tanplan.data.source import read_rows
     from tanplan.dp import sampling, sharding
 
     ndev = mesh.devices.size
+    n = len(test)
     batch_size = -(-batch_size // ndev) * ndev
     loss, correct = 0.0, 0.0
-    for start in range(0, len(x), batch_size):
-        idx = np.arange(start, min(start + batch_size, len(x)))
-        index, mask = sampling.pad_indices(idx, sampling.BatchLayout(1, batch_size))
+    for start in range(0, n, batch_size):
+        x, y = read_rows(test, np.arange(start, min(start + batch_size, n)))
+        index, mask = sampling.pad_indices(np.arange(len(x)), sampling.BatchLayout(1, batch_size))
         b = sharding.shard_batch(sampling.gather_batch(x, y, index, mask), mesh)
         ls, c = eval_batch(params, b["x"][0], b["y"][0], b["mask"][0])
         loss, correct = loss + float(ls), correct + float(c)
-    return {"test_loss": loss / len(x), "test_accuracy": correct / len(x)}
+    return {"test_loss": loss / n, "test_accuracy": correct / n}
 
 
 def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | None:
@@ -52,13 +57,15 @@ def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | N
 
     from tanplan.data import augtest_predict
 
+    from tanplan.data.source import read_rows
+
     predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=cfg.data.aug_mult, augment=augment))
     size = cfg.train.eval_batch_size
     correct = 0
     for i, start in enumerate(range(0, dataset.num_test, size)):
-        x = dataset.x_test[start:start + size]
+        x, y = read_rows(dataset.test, np.arange(start, min(start + size, dataset.num_test)))
         preds = np.asarray(predict(params, x, jax.random.fold_in(key, i)))
-        correct += int(np.sum(preds == dataset.y_test[start:start + size]))
+        correct += int(np.sum(preds == y))
     return correct / dataset.num_test
 
 

@@ -32,13 +32,17 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
     if p.method == "random":
         return jax.tree.map(np.asarray, pruning.random_mask(public_key, params, p.rate))
     if p.method == "synflow":
-        return jax.tree.map(np.asarray, pruning.synflow_mask(logits_fn, params, dataset.x_train[:1], p.rate))
+        example = np.zeros((1, *dataset.input_shape), np.float32)  # SynFlow reads shapes only: no data
+        return jax.tree.map(np.asarray, pruning.synflow_mask(logits_fn, params, example, p.rate))
     # dp_snip: one Poisson batch at the run's q, saliencies clipped to C, noise σ_snip·C once; all secret.
     indices = sampling.poisson_batch(plan.dataset_size, plan.q, secret.batch_rng(SNIP, 0))
     layout = sampling.batch_layout(plan.dataset_size, plan.q, cfg.train.physical_batch_size)
     layout = layout.grown_to(len(indices)) if len(indices) > layout.capacity else layout
     index, mask = sampling.pad_indices(indices, layout)
-    batch = sampling.gather_batch(dataset.x_train, dataset.y_train, index, mask)
+    from tanplan.data.source import read_rows
+
+    x, y = read_rows(dataset.train, indices)  # only the batch's rows, read by index from the source
+    batch = sampling.gather_batch(x, y, sampling.pad_indices(np.arange(len(indices)), layout)[0], mask)
     clip = plan.clip_norm if plan.private else None
     noise_std = plan.snip_sigma * plan.clip_norm if plan.private else 0.0
     fn = jax.jit(lambda w, b, k: pruning.dp_snip_mask(logits_fn, w, b, k, p.rate, clip, noise_std))

@@ -1,0 +1,139 @@
+"""Each step's Poisson batch, read by index from the training source, one step ahead.
+
+Step t's batch is the Poisson sample drawn from the run's secret (tanplan.dp.sampling.poisson_batch with
+`secret.batch_rng(BATCH, t)`: every example in with probability q, independently); `StepBatches` draws it,
+reads exactly those rows from the source (tanplan.data.source.read_rows: one call, in ascending index
+order), places them in the padded layout (real rows first, zeros after: tanplan.dp.sampling.pad_indices)
+and hands the padded batch to the loop as global arrays sharded over the mesh. While step t trains, a
+background thread draws and reads step t+1's batch: so at any time at most two batches of rows are held
+or being read (the step's and the next one's), and a source of any size is never read whole.
+
+The indices and the rows stay in this process's memory (they are the private part of the mechanism: who
+knows them knows which examples each step used); nothing here writes a file. With several processes,
+each reads only the rows that land on its own devices. The batches are the same whatever the prefetch:
+the draw of step t depends on (secret, t) alone, and the layout on public numbers (N, q, the config),
+except in the rare step whose batch outgrows it, when the loop grows it and the batch is placed again.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from tanplan.data.source import check_labels, read_rows
+
+
+@dataclass
+class Drawn:
+    """Step t's Poisson batch (private: in memory only) and its rows, placed for one layout."""
+
+    step: int
+    indices: np.ndarray
+    layout: object  # tanplan.dp.sampling.BatchLayout the rows were placed for
+    x: np.ndarray  # (chunks, chunk_size, *input_shape), zeros in padding and other processes' rows
+    y: np.ndarray
+    mask: np.ndarray  # (chunks, chunk_size): real rows
+
+
+class StepBatches:
+    """The batches of steps start, start+1, ... of a run; `take(t, layout)` gives step t's.
+
+    draw(t) -> the indices of step t's Poisson batch (from the run's secret); source: the training source;
+    num_classes: labels outside [0, num_classes) stop the run (integer labels only); prefetch: read step
+    t+1 while step t trains (False: read on demand, in the calling thread).
+    """
+
+    def __init__(self, source, draw, mesh, *, num_classes: int = 0, name: str = "training source",
+                 prefetch: bool = True):
+        self.source, self.draw, self.mesh = source, draw, mesh
+        self.num_classes, self.name = num_classes, name
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
+        self._next: tuple[int, Future] | None = None
+
+    def __enter__(self) -> "StepBatches":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the background reader (a read under way finishes first); the prefetched batch is dropped."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._next = None
+
+    def indices(self, t: int, layout) -> np.ndarray:
+        """Step t's indices (drawn or prefetched); the loop grows the layout from their count if needed."""
+        return self._get(t, layout).indices
+
+    def take(self, t: int, layout) -> tuple[np.ndarray, dict]:
+        """(indices, batch) of step t: the batch {x, y, mask} as global arrays for `layout`; then starts
+        reading step t+1's in the background."""
+        drawn = self._get(t, layout)
+        if drawn.layout != layout:  # the loop grew the layout for this batch: place its rows again
+            drawn = self._read(t, layout, drawn.indices)
+        self._next = None
+        if self._pool is not None:
+            self._next = (t + 1, self._pool.submit(self._read, t + 1, layout))
+        return drawn.indices, to_global(drawn, self.mesh)
+
+    def _get(self, t: int, layout) -> Drawn:
+        if self._next is not None and self._next[0] == t:
+            drawn = self._next[1].result()  # an error of the reader is raised here, in the loop's thread
+        else:
+            drawn = self._read(t, layout)
+        self._next = (t, _done(drawn))
+        return drawn
+
+    def _read(self, t: int, layout, indices: np.ndarray | None = None) -> Drawn:
+        from tanplan.dp import sampling
+
+        indices = self.draw(t) if indices is None else indices
+        if len(indices) > layout.capacity:  # outgrew the layout: the loop grows it, then takes again
+            return Drawn(t, indices, None, None, None, None)
+        index, mask = sampling.pad_indices(indices, layout)
+        local = local_rows(layout, self.mesh) & mask
+        x_rows, y_rows = read_rows(self.source, index[local])
+        if self.num_classes:
+            check_labels(y_rows, self.num_classes, self.name)
+        x = np.zeros(index.shape + x_rows.shape[1:], np.float32)
+        y = np.zeros(index.shape + y_rows.shape[1:], y_rows.dtype)
+        x[local], y[local] = x_rows, y_rows
+        return Drawn(t, indices, layout, x, y, mask)
+
+
+def local_rows(layout, mesh) -> np.ndarray:
+    """(chunks, chunk_size) booleans: the positions of the padded batch that this process's devices hold
+    (every position with one process)."""
+    import jax
+
+    from tanplan.dp import sharding
+
+    shape = (layout.chunks, layout.chunk_size)
+    if jax.process_count() == 1:
+        return np.ones(shape, bool)
+    local = np.zeros(shape, bool)
+    for index in sharding.batch_sharding(mesh).addressable_devices_indices_map(shape).values():
+        local[index] = True
+    return local
+
+
+def to_global(drawn: Drawn, mesh) -> dict:
+    """The placed batch as global arrays sharded by rows over every device of every process (each
+    process supplies its own devices' rows, which it alone has read)."""
+    import jax
+
+    from tanplan.dp import sharding
+
+    sh = sharding.batch_sharding(mesh)
+    return {name: jax.make_array_from_callback(a.shape, sh, lambda idx, a=a: a[idx])
+            for name, a in (("x", drawn.x), ("y", drawn.y), ("mask", drawn.mask))}
+
+
+def _done(value) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
