@@ -8,7 +8,7 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
+Sections: [experiment], [data], [model], [task], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
 [tracking]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tanplan.errors import UsageError
+from tanplan.plugins import IMPORT_PATH
 
 # Where tanplan.privacy.accounting trusts the accountants (see its docstring): defined here, below it, so
 # that a config outside them is refused before any data is loaded.
 MAX_STEPS = 10**7
-IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 SIGMA_MIN, SIGMA_MAX = 1e-4, 1e6
 
 
@@ -58,8 +57,10 @@ class ExperimentConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: str = setting("mnist1d", "mnist1d | mnist5k | cifar10 | npz (see tanplan.data)")
-    path: str = setting("", "directory (cifar10) or .npz file (npz)")
+    dataset: str = setting("mnist1d", "mnist1d | mnist5k | cifar10 | npz | memmap (see tanplan.data), or a loader "
+                           "by import path \"package.module:load\" returning train and test sources")
+    path: str = setting("", "directory (cifar10, memmap) or .npz file (npz); passed to a plugged-in loader as path=")
+    options: dict = setting({}, "keyword arguments of a plugged-in loader (data.dataset = \"package.module:load\")")
     num_samples: int = setting(60000, "mnist1d: examples generated in total (80% train)", lo=1)
     seed: int = setting(0, "which instance of a generated dataset: mnist1d's generation seed, mnist5k's split "
                         "(public; draws with different seeds share no example)", lo=0, hi=2**32 - 1)
@@ -72,10 +73,22 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    name: str = setting("cnn1d", "model name (see tanplan.models)")
+    name: str = setting("cnn1d", "model name (see tanplan.models), or a factory by import path "
+                        "\"package.module:make_model\" returning a flax module")
     width: int = setting(0, "0 = the model's default", lo=0)
     depth: int = setting(0, "0 = the model's default", lo=0)
     norm_order: str = setting("conv_gn_relu", "order of GroupNorm and ReLU", choices=("conv_gn_relu", "conv_relu_gn"))
+    options: dict = setting({}, "keyword arguments of a plugged-in model factory (model.name = \"package.module:make\")")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """[task]: what a run minimises and reports (tanplan.task). Empty: integer-label cross-entropy and accuracy."""
+
+    loss: str = setting("", "per-example loss by import path \"package.module:loss\", loss(logits, label) -> scalar "
+                        "for ONE example (tanplan vmaps it); empty = softmax cross-entropy with integer labels")
+    metric: str = setting("", "per-example metric by import path, metric(logits, label) -> scalar in [0, 1], higher is "
+                          "better, reported as test_accuracy; empty = accuracy (argmax == label)")
 
 
 @dataclass(frozen=True)
@@ -217,6 +230,7 @@ SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
     "model": ModelConfig,
+    "task": TaskConfig,
     "privacy": PrivacyConfig,
     "train": TrainConfig,
     "pruning": PruningConfig,
@@ -242,6 +256,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     pruning: PruningConfig = field(default_factory=PruningConfig)
@@ -406,6 +421,14 @@ def _check_consistency(cfg: Config) -> None:
     if t.nesterov and (t.momentum == 0 or t.dampening != 0):
         raise UsageError("train.nesterov = true is not allowed with momentum = 0 or dampening != 0 "
                          "(Nesterov needs momentum > 0 and no dampening)")
+    for key, value in (("data.dataset", cfg.data.dataset), ("model.name", cfg.model.name), ("task.loss", cfg.task.loss),
+                       ("task.metric", cfg.task.metric)):
+        if ":" in value and not IMPORT_PATH.fullmatch(value):
+            raise UsageError(f"{key} = {value!r} is not allowed: an import path reads \"package.module:name\"")
+    for key, value in (("task.loss", cfg.task.loss), ("task.metric", cfg.task.metric)):
+        if value and ":" not in value:
+            raise UsageError(f"{key} = {value!r} is not allowed: use an import path \"package.module:function\", or "
+                             "leave it empty for the default")
     for path in cfg.tracking.writers:
         if not IMPORT_PATH.fullmatch(path):
             raise UsageError(f"tracking.writers entry {path!r} is not allowed: use an import path "

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from tanplan.task import DEFAULT as DEFAULT_TASK
+
 Augment = Callable[[jax.Array, jax.Array], jax.Array]  # (key, one example) -> one example
 
 
@@ -48,28 +50,30 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
 
 
-def example_loss_fn(logits_fn, augment: Augment | None, k: int):
-    """f(params, x, y, key) -> (loss, accuracy) of ONE example: means over its K views."""
+def example_loss_fn(logits_fn, augment: Augment | None, k: int, task=None):
+    """f(params, x, y, key) -> (loss, metric) of ONE example: means over its K views.
+
+    task (tanplan.task.Task): the per-example loss and metric; None = cross-entropy and accuracy."""
+    task = task or DEFAULT_TASK
 
     def loss(params, x, y, key):
         v = views(x, key, augment, k)
         logits = logits_fn(params, v)
-        labels = jnp.broadcast_to(y, (k,))
-        return cross_entropy(logits, labels).mean(), (jnp.argmax(logits, -1) == labels).mean()
+        labels = jnp.broadcast_to(y, (k,) + jnp.shape(y))
+        return task.loss(logits, labels).mean(), task.metric(logits, labels).mean()
 
     return loss
 
 
-def batch_loss_fn(logits_fn, augment: Augment | None, k: int):
-    """f(params, x, y, keys) -> (losses, accuracies), one entry per example of the batch."""
+def batch_loss_fn(logits_fn, augment: Augment | None, k: int, task=None):
+    """f(params, x, y, keys) -> (losses, metrics), one entry per example of the batch."""
+    task = task or DEFAULT_TASK
 
     def losses(params, x, y, keys):
         n = x.shape[0]
         v = batch_views(x, keys, augment, k).reshape((n * k,) + x.shape[1:])
         logits = logits_fn(params, v)
-        labels = jnp.repeat(y, k)
-        ce = cross_entropy(logits, labels).reshape(n, k).mean(1)
-        acc = (jnp.argmax(logits, -1) == labels).reshape(n, k).mean(1)
-        return ce, acc
+        labels = jnp.repeat(y, k, axis=0)
+        return task.loss(logits, labels).reshape(n, k).mean(1), task.metric(logits, labels).reshape(n, k).mean(1)
 
     return losses

@@ -29,9 +29,10 @@ def add_remove_sensitivity(clip_norm: float) -> float:
     return float(fn.sensitivity(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE))
 
 
-def clipped_grad_sum(logits_fn, clip_norm: float, augment=None, aug_mult: int = 1):
-    """Private grad-sum by jax-privacy's `clipped_grad`: vmapped per-example gradients, clipped to C."""
-    loss = augmult.example_loss_fn(logits_fn, augment, aug_mult)
+def clipped_grad_sum(logits_fn, clip_norm: float, augment=None, aug_mult: int = 1, task=None):
+    """Private grad-sum by jax-privacy's `clipped_grad`: vmapped per-example gradients, clipped to C.
+    task: the per-example loss and metric (tanplan.task; None = cross-entropy and accuracy)."""
+    loss = augmult.example_loss_fn(logits_fn, augment, aug_mult, task)
     grad_fn = clipping.clipped_grad(
         loss, argnums=0, has_aux=True, l2_clip_norm=clip_norm, batch_argnums=(1, 2, 3),
         keep_batch_dim=False, return_values=True,
@@ -44,9 +45,9 @@ def clipped_grad_sum(logits_fn, clip_norm: float, augment=None, aug_mult: int = 
     return grad_sum
 
 
-def nonprivate_grad_sum(logits_fn, augment=None, aug_mult: int = 1):
+def nonprivate_grad_sum(logits_fn, augment=None, aug_mult: int = 1, task=None):
     """Non-private grad-sum: the plain gradient of the sum of the real rows' losses, no clipping."""
-    losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult)
+    losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult, task)
 
     def grad_sum(params, x, y, keys, mask):
         def total(p):

@@ -292,16 +292,17 @@ def _kind(call: _Call, a) -> str:
 
 
 def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug_mult: int = 1,
-                           return_norms: bool = False):
+                           return_norms: bool = False, task=None):
     """Private grad-sum (see tanplan.dp.clipping for the signature) by per-layer norms; sensitivity C.
 
     clip_norm None gives the plain, unclipped sum (non-private mode) by the same passes, which keep
     weight gradients as matrix products: XLA's CPU backend runs convolution weight-gradients inside
     loops (the accumulation scan) two orders of magnitude slower than outside.
-    With return_norms, also returns each row's gradient norm before clipping (not private).
+    With return_norms, also returns each row's gradient norm before clipping (not private). task: the
+    per-example loss and metric (tanplan.task; None = cross-entropy and accuracy).
     """
     need_norms = clip_norm is not None or return_norms
-    losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult)
+    losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult, task)
 
     def grad_sum(params, x, y, keys, mask):
         n = x.shape[0]

@@ -7,7 +7,8 @@ as its target, only smaller.
 
 Step t (0-based): its Poisson batch is drawn from the run's secret (`secret.batch_rng(BATCH, t)`:
 jax-privacy's CyclicPoissonSampling, one iteration, INDEPENDENT partition, so each example is in with
-probability q = B/N), padded to a fixed layout; the jitted step (tanplan.engine.setup) clips each
+probability q = B/N), its rows read by index from the training source, step t+1's in the background
+(tanplan.engine.batches: nothing reads the whole set), padded to a fixed layout; the jitted step (tanplan.engine.setup) clips each
 example's gradient to C, adds N(0, σ²C²) ONCE to the global sum (across accumulation chunks and across
 every device of every process: the state and the noise key are replicated) and divides by B. Its noise
 key is fold_in(secret key, t); augmentation views use fold_in(public key, t). Nothing depends on how many
@@ -28,6 +29,7 @@ stops with TrainingDiverged; the last good checkpoint is kept. Files: tanplan.en
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from tanplan.config import Config
-from tanplan.engine import evaluation, setup, tracking
+from tanplan.engine import batches, evaluation, setup, tracking
 from tanplan.engine.checkpoint import host_array
 from tanplan.engine.run_folder import RunFolder, fingerprint
 from tanplan.engine.summary import RunSummary
@@ -47,6 +49,7 @@ from tanplan.provenance import environment
 
 # Testing aid: seconds to sleep after each step, so that a test can stop a tiny run mid-way.
 STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
+_SAID: set[str] = set()  # lines this process said once (a plugged-in model's gradient route)
 
 
 def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
@@ -78,6 +81,9 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
         run = setup.build(cfg, secret)
+        if run.route_note and run.route_note not in _SAID:  # a plugged-in model's gradient route, said once
+            _SAID.add(run.route_note)
+            say(run.route_note)
         plan, t_cfg = run.plan, cfg.train
         n = run.dataset.num_train
         ndev = run.mesh.devices.size
@@ -122,11 +128,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         def evaluate_now(step: int) -> dict:
             ledger.advance(release, step)  # the evaluated parameters are released: their steps count
             params = run_params(state)
-            record = {"step": step, **evaluation.evaluate(run.eval_batch, params, run.dataset.x_test,
-                                                          run.dataset.y_test, t_cfg.eval_batch_size, run.local_mesh),
+            record = {"step": step, **evaluation.evaluate(run.eval_batch, params, run.dataset.test,
+                                                          t_cfg.eval_batch_size, run.local_mesh),
                       "epsilon_spent": ledger.epsilon("rdp")}
             if state.ema_params is not None:
-                raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.x_test, run.dataset.y_test,
+                raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.test,
                                           t_cfg.eval_batch_size, run.local_mesh)
                 record["test_accuracy_no_ema"] = raw["test_accuracy"]
             record["steps_per_second"] = _steps_per_second(step - start - 1, clock, eval_seconds)
@@ -148,15 +154,16 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
 
         tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=start, primary=primary)
         try:
-            with _Signals() as signals:
+            draw = lambda t: sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))  # noqa: E731
+            with _Signals() as signals, batches.StepBatches(run.dataset.train, draw, run.mesh,
+                                                            num_classes=run.label_classes) as reader:
                 for t in range(start, plan.steps):
-                    indices = sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))
+                    indices = reader.indices(t, layout)  # read by index from the source, step t+1 prefetched
                     if len(indices) > layout.capacity:
                         layout = layout.grown_to(len(indices))
                         bar.write(f"tanplan: step {t + 1}: a Poisson batch of {len(indices)} exceeds the padded layout; "
                                   f"growing it to {layout.chunks} chunks (one more compilation)")
-                    index, mask = sampling.pad_indices(indices, layout)
-                    batch = sharding.global_batch(run.dataset.x_train, run.dataset.y_train, index, mask, run.mesh)
+                    indices, batch = reader.take(t, layout)
                     state, metrics = run.step(state, batch, roots)
                     done = t + 1
                     if pending is not None:
@@ -218,8 +225,9 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         if diverged_at is None and not interrupted:
             augtest = evaluation.evaluate_augtest(cfg, run.logits_fn, run_params(state), run.dataset, run.augment,
                                                   run.test_key)
-            summary.test_accuracy_augtest = augtest
-            summary.model = folder.write_model(run_params(state), _model_card(cfg, run, summary))
+            summary = dataclasses.replace(summary, test_accuracy_augtest=augtest)
+            summary = dataclasses.replace(summary, model=folder.write_model(run_params(state),
+                                                                            _model_card(cfg, run, summary)))
         folder.write_ledger(ledger, with_pld=plan.target is None)
         folder.write_summary(summary.to_dict())
     if diverged_at is not None:

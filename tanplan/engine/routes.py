@@ -12,6 +12,7 @@ from tanplan.config import Config
 from tanplan.errors import UsageError
 
 _GHOST_CHECKS: dict = {}
+_LAST_REASON: dict = {}  # repr(cfg.model) -> why the per-layer route was not taken (None: it was), for `note`
 
 
 def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
@@ -22,8 +23,10 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     gradients passes) or by jax-privacy's vmapped per-example gradients ("vmap"). Non-private: the
     plain sum, by the same per-layer passes ("ghost") or jax.grad ("plain").
     """
+    from tanplan import task as tasks
     from tanplan.dp import clipping, ghost
 
+    task = tasks.from_config(cfg)
     k = cfg.data.aug_mult
     clip = cfg.privacy.clip_norm if cfg.privacy.private else None
     method = cfg.train.grad_method
@@ -32,18 +35,31 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
         # per-example gradients, ~5 s, which dominated short proxy runs). The structure is keyed by the
         # parameter tree itself, not only by cfg.model: callers that time several models under one
         # config (tanplan bench) must not inherit the first model's verdict.
-        key = (cfg.model, _structure(params), tuple(example_x.shape[1:]), method)
+        key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]), method)
         if key not in _GHOST_CHECKS:
             _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
-        reason = _GHOST_CHECKS[key]
+        reason = _LAST_REASON[repr(cfg.model)] = _GHOST_CHECKS[key]
         if reason is None:
-            return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k), "ghost"
+            return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task), "ghost"
         if method == "ghost":
             raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "
                              "use auto or vmap")
     if clip is None:
-        return clipping.nonprivate_grad_sum(logits_fn, augment, k), "plain"
-    return clipping.clipped_grad_sum(logits_fn, clip, augment, k), "vmap"
+        return clipping.nonprivate_grad_sum(logits_fn, augment, k, task), "plain"
+    return clipping.clipped_grad_sum(logits_fn, clip, augment, k, task), "vmap"
+
+
+def note(cfg: Config, route: str) -> str:
+    """One line saying which gradient route a run of cfg's model takes, and why (said once per model by
+    the loop: plugged-in models, whose route the user cannot know in advance)."""
+    name = cfg.model.name
+    if route == "ghost":
+        return f"tanplan: model {name}: gradient route ghost (per-layer norms; its self-check against per-example gradients passed)"
+    if route == "plain":
+        return f"tanplan: model {name}: gradient route plain (a non-private run: no clipping)"
+    why = _LAST_REASON.get(repr(cfg.model))
+    because = f": the per-layer route does not apply ({why})" if why else " (train.grad_method = vmap)"
+    return f"tanplan: model {name}: gradient route vmap (per-example gradients by jax-privacy){because}"
 
 
 def _structure(params) -> tuple:

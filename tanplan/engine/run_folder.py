@@ -160,6 +160,11 @@ def fingerprint(cfg: Config, plan) -> dict:
     """What must not change between a checkpoint and its resumption for the resume to be exact."""
     relevant = {k: v for k, v in cfg.to_dict().items() if k in ("experiment", "data", "model", "privacy", "train",
                                                                   "pruning")}
+    if cfg.task != type(cfg.task)():  # a plugged-in loss or metric (absent by default: older checkpoints resume)
+        relevant["task"] = cfg.to_dict()["task"]
+    for section in ("data", "model"):
+        if not relevant[section].get("options"):
+            relevant[section].pop("options", None)
     for k in ("eval_every", "eval_batch_size", "checkpoint_every", "physical_batch_size"):
         relevant["train"].pop(k, None)  # bookkeeping only: may change on resume
     relevant["experiment"].pop("name", None)

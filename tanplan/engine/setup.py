@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tanplan.config import Config
+from tanplan.plugins import is_import_path
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 
@@ -18,16 +19,34 @@ def load_data(cfg: Config):
     from tanplan.data.dataset import with_train_examples
 
     d = cfg.data
-    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed),
-                               d.train_examples)
+    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
+                                            options=d.options), d.train_examples)
 
 
-def build_model(cfg: Config, num_classes: int):
-    """The flax module of cfg.model (tanplan.models)."""
+def build_model(cfg: Config, num_classes: int, input_shape=None):
+    """The flax module of cfg.model (tanplan.models). A plugged-in model (an import path) is checked on a
+    public synthetic batch of input_shape before it is returned: it must keep no batch statistics and
+    give each example an output of its own (tanplan.models.plugins.check_per_example), and its [task]
+    functions one scalar per example (tanplan.task.check); UsageError (one line) otherwise."""
     from tanplan.models import create_model
 
     m = cfg.model
-    return create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order)
+    model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)
+    if input_shape is not None and is_import_path(m.name):
+        from tanplan.models.plugins import check_per_example
+
+        check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed)
+    if input_shape is not None:
+        from tanplan import task
+
+        task.check(task.from_config(cfg), num_classes)
+    return model
+
+
+def public_example(input_shape, rows: int = 2) -> np.ndarray:
+    """Inputs of the data's shape from public information only (zeros): initialisation and the gradient
+    routes' self-checks read these, never training rows."""
+    return np.zeros((rows, *input_shape), np.float32)
 
 
 def build_augmentation(cfg: Config, dataset):
@@ -60,6 +79,8 @@ class Run:
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
     pruning: dict | None = None
+    label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
+    route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
 
 
 def build(cfg: Config, secret) -> Run:
@@ -71,6 +92,7 @@ def build(cfg: Config, secret) -> Run:
     """
     import jax
 
+    from tanplan import task as tasks
     from tanplan.dp import optim, sharding
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import NOISE
@@ -78,10 +100,11 @@ def build(cfg: Config, secret) -> Run:
 
     dataset = load_data(cfg)
     plan = resolve_plan(cfg, dataset.num_train)
-    model = build_model(cfg, dataset.num_classes)
+    model = build_model(cfg, dataset.num_classes, dataset.input_shape)
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
-    params = model.init(init_key, dataset.x_train[:1])["params"]
+    example = public_example(dataset.input_shape)
+    params = model.init(init_key, example[:1])["params"]
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
     optimizer = optim.make_optimizer(cfg.train)
     mask = pruning = None
@@ -90,11 +113,11 @@ def build(cfg: Config, secret) -> Run:
 
         mask = sparsity.prune_mask(cfg, plan, logits_fn, params, dataset, jax.random.fold_in(init_key, 1), secret)
         params = prune.apply_mask(params, mask)
-        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, dataset.x_train[:2], optimizer, mask)
+        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, example, optimizer, mask)
         route = "vmap" if plan.private else "plain"
         pruning = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, dataset.x_train[:2])
+        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, example)
         inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
                                         expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay)
 
@@ -104,6 +127,9 @@ def build(cfg: Config, secret) -> Run:
         return inner(state, batch, noise_key, public_key)
 
     roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(public_root))}
+    task = tasks.from_config(cfg)
     return Run(cfg, dataset, plan, model, logits_fn, augment, params, route, optimizer,
-               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning)
+               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn, task), roots, test_key,
+               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning,
+               label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
+               route_note=routes.note(cfg, route) if is_import_path(cfg.model.name) else None)

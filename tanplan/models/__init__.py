@@ -1,4 +1,5 @@
-"""Flax models selectable by name; all pure (`model.apply({"params": p}, x)`), none with BatchNorm.
+"""Flax models selectable by name; all pure (`model.apply({"params": p}, x)`), none with BatchNorm. A user's
+own model plugs in by import path (tanplan.models.plugins), checked for the same property before it trains.
 
 Per-example privacy needs each example's logits to depend on that example alone: BatchNorm's batch
 statistics would mix examples (and carry a mutable `batch_stats` collection), so the models normalise
@@ -13,6 +14,7 @@ from typing import Callable
 import flax.linen as nn
 
 from tanplan.errors import UsageError
+from tanplan.plugins import is_import_path
 from tanplan.models.cnn import CNN1D, CNN2D
 from tanplan.models.layers import NORM_ORDERS
 from tanplan.models.mlp import MLP
@@ -66,13 +68,23 @@ def available_models() -> tuple[str, ...]:
 
 
 def create_model(name: str, num_classes: int, *, width: int = 0, depth: int = 0,
-                 norm_order: str = "conv_gn_relu") -> nn.Module:
+                 norm_order: str = "conv_gn_relu", options: dict | None = None) -> nn.Module:
     """The flax module `name` for `num_classes` classes; width/depth 0 mean the model's default.
 
-    Unknown names and options raise UsageError with one line listing what is allowed.
+    `name` may also be a factory's import path "package.module:make_model" (tanplan.models.plugins), called
+    with num_classes and `options` (model.options). Unknown names and options raise UsageError with one
+    line listing what is allowed.
     """
+    if is_import_path(name):
+        from tanplan.models.plugins import create_plugin
+
+        return create_plugin(name, num_classes, width=width, depth=depth, norm_order=norm_order, options=options)
+    if options:
+        raise UsageError(f"model.options is not allowed for {name}: it passes keyword arguments to a plugged-in "
+                         "factory (model.name = \"package.module:make_model\")")
     if name not in MODELS:
-        raise UsageError(f"unknown model {name!r}; valid: {', '.join(available_models())}")
+        raise UsageError(f"unknown model {name!r}; valid: {', '.join(available_models())}, or a factory by import "
+                         "path \"package.module:make_model\"")
     spec = MODELS[name]
     _check_int("num_classes", num_classes, 2, name)
     _check_int("model.width", width, 0, name)

@@ -17,15 +17,29 @@ from tanplan.errors import UsageError
 
 def check_config(cfg: Config) -> None:
     """The dataset (name, and its path where it reads one), the model (name, width, depth, norm order,
-    and that it reads this dataset's kind of input) and the augmentation family, without loading data."""
+    and that it reads this dataset's kind of input) and the augmentation family, without loading data.
+
+    Plug-ins (import paths in data.dataset, model.name, [task]) are imported here, so a bad path is one line
+    before anything is written; a plugged-in model is then checked for per-example independence on a
+    public synthetic batch of the data's input shape (tanplan.engine.setup.build_model), which needs the
+    data's metadata: a plugged-in loader or a memmap folder reads none of its rows for it, a built-in
+    dataset is loaded."""
+    from tanplan import task
     from tanplan.data import available_augmentations, dataset_kind
     from tanplan.models import MODELS, create_model
+    from tanplan.plugins import is_import_path
 
     d, m = cfg.data, cfg.model
-    kind = dataset_kind(d.dataset, d.path or None)
+    task.from_config(cfg)  # the [task] import paths
     _check_data_path(d.dataset, d.path)
-    create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order)  # names and sizes only
-    reads = MODELS[m.name].inputs
+    kind = dataset_kind(d.dataset, d.path or None, d.options)
+    create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
+    if is_import_path(m.name) or cfg.task.loss or cfg.task.metric:
+        from tanplan.engine.setup import build_model, load_data
+
+        data = load_data(cfg)
+        build_model(cfg, data.num_classes, data.input_shape)  # per-example independence, the task's shapes
+    reads = MODELS[m.name].inputs if m.name in MODELS else "any"
     if reads not in ("any", kind):
         takes = ", ".join(name for name, spec in MODELS.items() if spec.inputs in ("any", kind))
         raise UsageError(f"model.name = {m.name!r} reads {reads} inputs but data.dataset = {d.dataset!r} holds {kind} "
@@ -46,6 +60,12 @@ def _check_data_path(dataset: str, path: str) -> None:
                              "y_test")
         if not Path(path).expanduser().is_file():
             raise UsageError(f"data.path = {path!r} is not allowed: no such file (the npz dataset reads one .npz)")
+    elif dataset == "memmap":
+        if not path:
+            raise UsageError("data.path is empty: the memmap dataset needs the folder that `tanplan convert` wrote")
+        from tanplan.data.memmap import read_meta
+
+        read_meta(path)  # meta.json and the .npy headers agree
 
 
 def check_out_dir(path: str | os.PathLike | None, flag: str = "--out") -> None:
@@ -75,7 +95,7 @@ def check_sweep_space(cfg: Config) -> None:
     from tanplan.models import available_models
     from tanplan.workflow.sweep.space import default_space, parse_space
 
-    kind = dataset_kind(cfg.data.dataset, cfg.data.path or None)
+    kind = dataset_kind(cfg.data.dataset, cfg.data.path or None, cfg.data.options)
     parse_space(cfg.sweep.space or default_space(kind), cfg, augmentations=available_augmentations(kind),
                 models=available_models())
 

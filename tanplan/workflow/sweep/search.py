@@ -66,7 +66,8 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
         raise UsageError(f"--proxy-batch-size {proxy} is not allowed: a proxy must not be larger than the target "
                          f"batch train.batch_size = {batch}")
     # The space is checked before any data is read (or generated): bad input fails fast, with one line.
-    kind = dataset.data_kind if dataset is not None else dataset_kind(cfg.data.dataset, cfg.data.path or None)
+    kind = dataset.data_kind if dataset is not None else dataset_kind(cfg.data.dataset, cfg.data.path or None,
+                                                                        cfg.data.options)
     dims = parse_space(section.space or default_space(kind), cfg, augmentations=_augmentations(kind),
                        models=_models())
     dataset = dataset if dataset is not None else load_data(cfg)

@@ -1,0 +1,163 @@
+"""A user's model by import path (model.name = "my_pkg.nets:make_model"), and the DP checks it must pass.
+
+The factory is called as `make_model(num_classes, **kwargs)`, kwargs being [model] options plus width,
+depth and norm_order when they are set (non-zero, non-default), and returns a flax module:
+
+- a linen module (flax.linen.Module): used as tanplan's own models are, `module.init(key, x)["params"]`
+  and `module.apply({"params": p}, x)`;
+- an nnx module (flax.nnx.Module): its nnx.Param variables are the parameters; when the factory takes
+  an `rngs` argument it is called again with `rngs=nnx.Rngs(key)` so that the initialisation comes from
+  experiment.seed like every other model's.
+
+`check_per_example(module, input_shape)` refuses, with one line each, what breaks the per-example
+gradient that DP-SGD clips: a collection other than the parameters (linen's `batch_stats`, nnx's
+BatchStat, any mutable state: batch statistics mix the examples of a batch) and a model whose output for
+one example changes when OTHER examples of the batch change (tried on a public synthetic batch: random
+inputs from a fixed seed, never a training row).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from tanplan.errors import UsageError
+from tanplan.plugins import resolve
+
+# The rows of the synthetic batch on which per-example independence is tried; example 0 is watched.
+PROBE_ROWS = 4
+
+
+def create_plugin(path: str, num_classes: int, *, width: int = 0, depth: int = 0, norm_order: str = "conv_gn_relu",
+                  options: dict | None = None):
+    """The module the factory at `path` returns (linen as is, nnx wrapped in NnxModel); UsageError otherwise."""
+    import flax.linen as nn
+
+    factory = resolve(path, "model.name")
+    kwargs = dict(options or {})
+    kwargs.update({k: v for k, v in (("width", width), ("depth", depth)) if v})
+    if norm_order != "conv_gn_relu":
+        kwargs["norm_order"] = norm_order
+    module = _call(factory, path, num_classes, kwargs, {})
+    if isinstance(module, nn.Module):
+        return module
+    nnx = _nnx()
+    if nnx is not None and isinstance(module, nnx.Module):
+        takes_rngs = "rngs" in _parameters(factory)
+        return NnxModel(factory, path, num_classes, kwargs, module, takes_rngs)
+    raise UsageError(f"model.name = {path!r} returned a {type(module).__name__}; the factory must return a flax "
+                     "module (flax.linen.Module or flax.nnx.Module)")
+
+
+@dataclass(eq=False)
+class NnxModel:
+    """An nnx module behind linen's pure interface: init(key, x) -> {"params": dict}, apply({"params": p}, x)."""
+
+    factory: Callable
+    path: str
+    num_classes: int
+    kwargs: dict
+    module: Any
+    takes_rngs: bool
+    _split: tuple = field(default=None, repr=False)
+
+    def init(self, key, x) -> dict:
+        nnx = _nnx()
+        module = self.module
+        if self.takes_rngs:
+            module = _call(self.factory, self.path, self.num_classes, self.kwargs, {"rngs": nnx.Rngs(key)})
+        graphdef, params, rest = nnx.split(module, nnx.Param, ...)
+        self._split = (graphdef, params, rest)
+        return {"params": nnx.to_pure_dict(params), **_other_state(rest)}
+
+    def apply(self, variables, x):
+        import jax
+
+        nnx = _nnx()
+        if self._split is None:
+            self.init(None, x)
+        graphdef, params, rest = self._split
+        state = jax.tree.map(lambda v: v, params)  # a fresh State to fill: the template is never changed
+        nnx.replace_by_pure_dict(state, variables["params"])
+        return nnx.merge(graphdef, state, rest)(x)
+
+
+def check_per_example(module, input_shape, name: str, seed: int = 0) -> None:
+    """UsageError (one line) unless `module` keeps no state but its parameters and its output for one
+    example ignores the other examples of its batch (on a public synthetic batch of PROBE_ROWS rows)."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(PROBE_ROWS, *input_shape)).astype(np.float32)
+    try:
+        variables = module.init(jax.random.key(seed), jnp.asarray(x[:2]))
+    except Exception as err:  # the user's model cannot even initialise on inputs of the data's shape
+        raise UsageError(f"model.name = {name!r} fails on inputs of shape {tuple(input_shape)}: "
+                         f"{type(err).__name__}: {_first_line(err)}") from None
+    other = sorted(k for k in variables if k != "params")
+    if other:
+        what = ("batch statistics (BatchNorm) mix the examples of a batch" if any("batch" in k.lower() for k in other)
+                else "tanplan applies a model as a pure function of its parameters")
+        raise UsageError(f"model.name = {name!r} is not allowed: it keeps the collection {other[0]!r} besides its "
+                         f"parameters; {what}, but DP-SGD clips each example's own gradient: use GroupNorm or "
+                         "LayerNorm")
+    params = variables["params"]
+    try:
+        out = np.asarray(module.apply({"params": params}, jnp.asarray(x)))
+        shuffled = x.copy()
+        shuffled[1:] = rng.normal(size=shuffled[1:].shape).astype(np.float32) * 3.0
+        moved = np.asarray(module.apply({"params": params}, jnp.asarray(shuffled)))
+    except Exception as err:
+        raise UsageError(f"model.name = {name!r} fails on inputs of shape {tuple(input_shape)}: "
+                         f"{type(err).__name__}: {_first_line(err)}") from None
+    if out.shape[:1] != (PROBE_ROWS,):
+        raise UsageError(f"model.name = {name!r} returned shape {out.shape} for {PROBE_ROWS} examples; a model "
+                         "returns one row of logits per example")
+    if not np.allclose(out[0], moved[0], rtol=1e-4, atol=1e-5):
+        raise UsageError(f"model.name = {name!r} is not allowed: the output of one example changes when the "
+                         "other examples of its batch change (a statistic over the batch?); DP-SGD clips each "
+                         "example's own gradient, so each example's output must depend on that example alone")
+
+
+def _call(factory, path: str, num_classes: int, kwargs: dict, extra: dict):
+    try:
+        return factory(num_classes, **kwargs, **extra)
+    except UsageError:
+        raise
+    except Exception as err:  # the user's factory: one line naming it and how it was called
+        given = ", ".join(["num_classes", *kwargs, *extra])
+        raise UsageError(f"model.name = {path!r}: calling it with ({given}) failed: {type(err).__name__}: "
+                         f"{_first_line(err)}") from None
+
+
+def _other_state(rest) -> dict:
+    """The nnx variables besides the parameters, as {collection name: values} (BatchStat -> batch_stats)."""
+    import jax
+
+    nnx = _nnx()
+    kinds = {type(v).__name__ for v in jax.tree.leaves(rest, is_leaf=lambda v: isinstance(v, nnx.Variable))}
+    return {("batch_stats" if kind == "BatchStat" else kind): True for kind in sorted(kinds)}
+
+
+def _parameters(fn) -> set[str]:
+    try:
+        return set(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _nnx():
+    try:
+        from flax import nnx
+    except ImportError:  # an older flax without nnx: linen only
+        return None
+    return nnx
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no message"

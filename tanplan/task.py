@@ -1,0 +1,84 @@
+"""What a run minimises and what it reports ([task]): a per-example loss and a per-example metric.
+
+By default the loss is softmax cross-entropy with integer labels and the metric accuracy (argmax ==
+label). A plug-in names its own by import path, as functions of ONE example:
+
+    [task]
+    loss = "my_pkg.losses:focal"      # focal(logits, label) -> scalar, logits of shape (num_classes,)
+    metric = "my_pkg.losses:top5"     # top5(logits, label) -> scalar in [0, 1], higher is better
+
+tanplan applies them with jax.vmap, so example i's loss is a function of example i's logits and label
+alone (the per-example gradient that DP-SGD clips needs exactly that). The metric is what the run
+reports as test_accuracy (and what sweeps, the batch law and the launch compare), so it must lie in
+[0, 1] with higher better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Task:
+    """loss(logits, labels) -> (n,) per-example losses; metric(logits, labels) -> (n,) per-example values."""
+
+    loss: Callable
+    metric: Callable
+    name: str = "cross-entropy, accuracy"
+
+
+def cross_entropy(logits, labels):
+    import optax
+
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+def accuracy(logits, labels):
+    import jax.numpy as jnp
+
+    return (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+
+
+DEFAULT = Task(cross_entropy, accuracy)
+
+
+def from_config(cfg) -> Task:
+    """The Task of cfg's [task] section (DEFAULT when both keys are empty); UsageError for a bad path."""
+    t = cfg.task
+    if not t.loss and not t.metric:
+        return DEFAULT
+    from tanplan import plugins
+
+    loss = _batched(plugins.resolve(t.loss, "task.loss")) if t.loss else cross_entropy
+    metric = _batched(plugins.resolve(t.metric, "task.metric")) if t.metric else accuracy
+    return Task(loss, metric, f"{t.loss or 'cross-entropy'}, {t.metric or 'accuracy'}")
+
+
+def check(task: Task, num_classes: int, label_dtype="int32") -> None:
+    """UsageError unless the task's functions give one finite-shaped scalar per example (abstractly: no
+    data is read) on logits of shape (2, num_classes)."""
+    if task is DEFAULT:
+        return
+    import jax
+    import jax.numpy as jnp
+
+    from tanplan.errors import UsageError
+
+    logits = jax.ShapeDtypeStruct((2, num_classes), jnp.float32)
+    labels = jax.ShapeDtypeStruct((2,), jnp.dtype(label_dtype))
+    for name, fn in (("task.loss", task.loss), ("task.metric", task.metric)):
+        try:
+            out = jax.eval_shape(fn, logits, labels)
+        except Exception as err:  # the user's function fails on one example's logits and label
+            raise UsageError(f"{name} fails on one example's logits ({num_classes},) and label: "
+                             f"{type(err).__name__}: {err}") from None
+        if getattr(out, "shape", None) != (2,):
+            raise UsageError(f"{name} must return one scalar per example; on logits ({num_classes},) it returned "
+                             f"shape {tuple(getattr(out, 'shape', ())[1:])}")
+
+
+def _batched(per_example: Callable) -> Callable:
+    import jax
+
+    return jax.vmap(per_example)
