@@ -1,8 +1,53 @@
 """tanplan: plan, simulate and launch DP-SGD training with the TAN scaling laws.
 
-Importing the package changes nothing in the process and imports no JAX, pandas, matplotlib or Ray:
-the planner must answer in about a second. Process-wide settings (XLA's CPU flag, the compilation
-cache) are made by the command line's entry point, tanplan.runtime.configure_process().
+The public API is flat (docs/api.md):
+
+    import tanplan
+
+    tanplan.plan(dataset_size=50_000, batch_size=4096, steps=2500, epsilon=8.0)   # PlanResult, no JAX
+    tanplan.train("experiments/mnist1d.toml", "runs/x", overrides={"train.steps": 100})  # RunSummary
+
+Each name is imported on first use, so `import tanplan` changes nothing in the process and imports no JAX,
+pandas, matplotlib or Ray: the planner must answer in about a second. Process-wide settings (XLA's CPU
+flag, the compilation cache) are made by the command line's entry point, tanplan.runtime.configure_process().
 """
 
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_EXPORTS = {
+    # planning (no JAX)
+    "plan": "tanplan.api", "proxy": "tanplan.api", "frontier": "tanplan.api",
+    # one run, and the stages
+    "train": "tanplan.api", "launch": "tanplan.api", "optimize": "tanplan.api",
+    # configs and plans
+    "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
+    "Plan": "tanplan.privacy.plan",
+    # typed results
+    "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
+    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
+    # data: sources larger than memory, plug-ins
+    "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",
+    "sources": "tanplan.data.source", "Dataset": "tanplan.data.dataset", "load_dataset": "tanplan.data.load",
+    "MemmapSource": "tanplan.data.memmap", "convert_cifar10": "tanplan.data.memmap",
+    "convert_image_folder": "tanplan.data.memmap",
+    # errors (their exit codes: tanplan.errors)
+    "TanplanError": "tanplan.errors", "UsageError": "tanplan.errors", "BudgetExceeded": "tanplan.errors",
+    "NotLaunched": "tanplan.errors", "TrainingDiverged": "tanplan.errors", "RunInterrupted": "tanplan.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # imported once
+        return value
+    raise AttributeError(f"module 'tanplan' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -14,18 +14,18 @@ PACKAGE = ROOT / "tanplan"
 
 # Lower ranks sit below higher ones: a module may import from its own rank or below, never above.
 RANKS = {
-    "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0, "extras": 0, "provenance": 0,
+    "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0, "extras": 0, "provenance": 0, "plugins": 0,
     "config": 1,
     "privacy": 2,
-    "data": 3, "models": 3,
+    "data": 3, "models": 3, "task": 3,
     "dp": 4,
     "engine": 5, "baselines": 5,
     "reports": 6,
-    "workflow": 7,
+    "workflow": 7, "results": 7, "api": 7,
     "commands": 8,
     "cli": 9, "__main__": 9, "__init__": 9,
 }
-JAX_FREE = ("tanplan.config", "tanplan.privacy")
+JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.results")
 JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
 
 

@@ -37,24 +37,13 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan.workflow import fit
-    from tanplan.config import load_config, with_tuned
-    from tanplan.errors import UsageError
-    from tanplan.ray_session import check_address
-    from tanplan.workflow.inputs import check_config, check_out_dir
-    from tanplan.workflow.launch import launch
+    from tanplan import api
 
-    cfg = load_config(args.config, args.set)
-    cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
-    if args.backend == "local" and (args.num_workers != 1 or args.gpus_per_worker or args.address):
-        raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
-                         "use --backend ray")
-    check_address(args.address)  # malformed or unreachable: before any data is read
-    check_config(cfg)
-    check_out_dir(args.out)
-    result = launch(cfg, args.out, progress=not args.json, backend=args.backend, resume=args.resume,
-                    num_workers=args.num_workers, gpus_per_worker=args.gpus_per_worker, address=args.address,
-                    allow_public_noise=args.allow_public_noise)
+    # every input (config, best.json, backend, address, folder) is checked before any data is read
+    result = api.launch(args.config, args.out, overrides=args.set, best=args.best, progress=not args.json,
+                        backend=args.backend, resume=args.resume, num_workers=args.num_workers,
+                        gpus_per_worker=args.gpus_per_worker, address=args.address,
+                        allow_public_noise=args.allow_public_noise).to_dict()
     if args.json:
         print_json(result)
     else:

@@ -29,25 +29,14 @@ def configure(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from tanplan.config import load_config
-    from tanplan.errors import UsageError
-    from tanplan.workflow import fit
-    from tanplan.workflow.optimize import SECONDS_PER_HOUR, optimize
+    from tanplan import api
 
-    cfg = load_config(args.config, args.set)
-    cfg = cfg.with_overrides(fit.load_best_overrides(args.best))
-    compute = args.compute
-    if args.device_hours is not None:
-        if args.samples_per_second is None:
-            raise UsageError("--device-hours needs --samples-per-second (the DP samples/s of `tanplan bench`)")
-        compute = int(args.device_hours * SECONDS_PER_HOUR * args.samples_per_second)
-    elif args.samples_per_second is not None:
-        raise UsageError("--samples-per-second is not allowed without --device-hours")
     source = " ".join(["--config", shlex.quote(args.config)] + [f"--set {shlex.quote(s)}" for s in args.set]
                       + ([f"--best {shlex.quote(args.best)}"] if args.best else []))
     log = (lambda *a, **k: None) if args.json else print
-    result = optimize(cfg, Path(args.out), compute=compute, launch_best=args.launch, log=log, progress=not args.json,
-                      source=source)
+    result = api.optimize(args.config, Path(args.out), overrides=args.set, best=args.best, compute=args.compute,
+                          device_hours=args.device_hours, samples_per_second=args.samples_per_second,
+                          launch=args.launch, log=log, progress=not args.json, source=source).to_dict()
     if args.json:
         print_json(result)
         return 0

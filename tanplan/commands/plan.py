@@ -56,21 +56,16 @@ def accountants_of(args) -> tuple[str, ...]:
     return ("rdp", "pld") if args.accountant == "both" else (args.accountant,)
 
 
-def plan_of(args):
-    """The Plan the arguments describe (σ calibrated when --epsilon is given)."""
-    from tanplan.errors import UsageError
-    from tanplan.privacy.plan import Plan, default_delta
+def _warn(line: str) -> None:
+    print(f"tanplan: warning: {line}", file=sys.stderr)
 
-    if args.batch_size > args.dataset_size:
-        raise UsageError(f"--batch-size {args.batch_size} is not allowed: must be ≤ --dataset-size {args.dataset_size}")
-    delta = args.delta if args.delta is not None else default_delta(args.dataset_size)
-    if args.delta is not None and args.delta > 1.0 / args.dataset_size:
-        print(f"tanplan: warning: delta={args.delta:g} exceeds 1/N={1.0 / args.dataset_size:.3g}: such a δ "
-              f"allows releasing some examples outright", file=sys.stderr)
-    calibrator = "pld" if args.accountant == "pld" else "rdp"
-    if args.epsilon is not None:
-        return Plan.from_budget(args.dataset_size, args.batch_size, args.steps, args.epsilon, delta, calibrator)
-    return Plan(args.dataset_size, args.batch_size, args.steps, args.sigma, delta, None, calibrator)
+
+def plan_result(args, **extra):
+    """tanplan.api.plan of the arguments."""
+    from tanplan import api
+
+    return api.plan(args.dataset_size, args.batch_size, args.steps, sigma=args.sigma, epsilon=args.epsilon,
+                    delta=args.delta, accountant=args.accountant, warn=_warn, **extra)
 
 
 def run(args) -> int:
@@ -83,23 +78,10 @@ def run(args) -> int:
             raise UsageError(f"tanplan plan: the following arguments are required: {flag} (or --compute with --epsilon)")
     if args.samples_per_second is not None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
-    from tanplan.privacy import tan
-    from tanplan.privacy.plan import advice
     from tanplan.reports.plan import summary_rows
 
-    plan = plan_of(args)
-    accountants = accountants_of(args)
-    result = plan.to_dict(accountants)
-    result["regime_text"] = tan.REGIME_TEXT[plan.regime]
-    result["advice"] = advice(plan, accountants[0])
-    if args.dataset_sizes:
-        from tanplan.privacy.plan import with_dataset_size
-
-        result["dataset_sizes"] = [with_dataset_size(plan, n).to_dict(accountants) for n in args.dataset_sizes]
-    if args.out:
-        from tanplan.reports.plan import write_plan_report
-
-        result["figures"] = write_plan_report(plan, args.out, accountants)
+    typed = plan_result(args, dataset_sizes=args.dataset_sizes or (), out=args.out)
+    plan, accountants, result = typed.plan, typed.accountants, typed.to_dict()
     if args.json:
         print_json(result)
         return 0
@@ -139,12 +121,13 @@ def check_frontier_arguments(args) -> None:
 
 def run_frontier(args) -> int:
     """The budget frontier: every (B, S, σ) with B·S ≤ C and σ calibrated to --epsilon."""
-    from tanplan.workflow.optimize import frontier_plan
+    from tanplan import api
 
     check_frontier_arguments(args)
-    result = frontier_plan(args.dataset_size, args.epsilon, args.delta, compute=args.compute,
-                           device_hours=args.device_hours, samples_per_second=args.samples_per_second,
-                           model=args.model, min_batch_size=args.min_batch_size, factor=args.steps_factor)
+    result = api.frontier(args.dataset_size, args.epsilon, delta=args.delta, compute=args.compute,
+                          device_hours=args.device_hours, samples_per_second=args.samples_per_second,
+                          model=args.model, min_batch_size=args.min_batch_size,
+                          steps_factor=args.steps_factor).to_dict()
     if args.json:
         print_json(result)
         return 0

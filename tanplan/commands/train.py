@@ -17,20 +17,12 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from pathlib import Path
-
+    from tanplan import api
     from tanplan.commands._args import print_json, print_table
-    from tanplan.config import load_config
 
-    from tanplan.workflow.inputs import check_config, check_out_dir
-
-    cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
-    check_config(cfg)  # names and paths, before the data is loaded or generated
-    check_out_dir(args.out)
-    from tanplan.engine.loop import train_and_evaluate
-
-    summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, resume=args.resume,
-                                 progress=not args.quiet)
+    cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
+    # names, paths and plug-ins are checked before the data is loaded or generated
+    summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet).to_dict()
     if args.json:
         print_json(summary)
         return 0

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunSummary:
     # what the run reached (on the held-out test set; EMA weights when the EMA is on)
     test_accuracy: float | None
@@ -58,6 +58,14 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSummary":
+        """The summary of a summary.json (or of train_and_evaluate's dict); keys outside the schema are refused."""
+        unknown = sorted(set(data) - set(FIELDS))
+        if unknown:
+            raise ValueError(f"RunSummary has no field {unknown[0]!r}")
+        return cls(**data)
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary))

@@ -1,0 +1,219 @@
+"""The Python API: the functions the command line calls, each returning a typed result (tanplan.results).
+
+    import tanplan
+
+    plan = tanplan.plan(dataset_size=50_000, batch_size=4096, steps=2500, epsilon=8.0)
+    summary = tanplan.train("experiments/mnist1d.toml", "runs/x", overrides={"train.steps": 100})
+
+A stage takes a Config, a TOML path or None (the defaults), with `overrides` ({"train.steps": 100} or
+["train.steps=100"]), checks every input before it loads data, writes a file or trains (UsageError: one
+line naming the value), and returns a frozen dataclass whose to_dict() is the JSON its command prints with
+--json. Nothing here prints: progress goes to stderr only when `progress=True`, stage logs to `log`.
+Importing this module imports no JAX: planning stays a base install.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from tanplan.config import Config, load_config, with_tuned
+from tanplan.errors import UsageError
+from tanplan.results import FrontierResult, LaunchResult, OptimizeResult, PlanResult, Proxy
+
+ConfigLike = Config | str | os.PathLike | None
+Overrides = Mapping[str, Any] | Iterable[str] | None
+
+
+def as_config(config: ConfigLike = None, overrides: Overrides = None) -> Config:
+    """A validated Config from a Config, a TOML path or None (the defaults), with dotted overrides applied:
+    {"train.steps": 100} or ["train.steps=100"] (values then read as TOML, as --set reads them)."""
+    from tanplan.config import parse_override
+
+    cfg = config if isinstance(config, Config) else load_config(config)
+    if isinstance(overrides, Mapping):
+        pairs = dict(overrides)
+    elif isinstance(overrides, str):
+        raise UsageError(f"overrides {overrides!r} is not allowed: give a mapping or a list of \"section.key=value\"")
+    else:
+        pairs = dict(parse_override(text) for text in overrides or ())
+    return cfg.with_overrides(pairs) if pairs else cfg
+
+
+PROXY_CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it trains at the target's η_step and S, "
+                "so it should behave like the target. Its own ε is no guarantee for anything you release, and it is "
+                "not accounted in the target's ε: it is what the proxy costs the data it trains on (large: σ' is "
+                "small). Train proxies on public data of the same task (`tanplan run` does by default, [tuning] "
+                "data = \"public\"), or count them: with [tuning] data = \"private\" `tanplan run` reports the total "
+                "ε, and `tanplan sweep` and `tanplan fit` write privacy_spent.json.")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Planning (no JAX)
+
+
+def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None = None, epsilon: float | None = None,
+         delta: float | None = None, accountant: str = "rdp", dataset_sizes: Iterable[int] = (),
+         out: str | os.PathLike | None = None, warn: Callable[[str], None] | None = None) -> PlanResult:
+    """σ (given, or calibrated to `epsilon` with the exact accountant: "rdp", "pld" or "both" = report
+    both, calibrate with rdp), η, Σ, ε_TAN and the exact ε of a DP-SGD plan, its regime and what to change.
+
+    dataset_sizes: the same (B, σ, S) at other N, δ = 1/N (TAN Table 5). out: write report.md, CSV tables and
+    figures there. warn(line): a δ above 1/N (default: warnings.warn)."""
+    from tanplan.privacy import tan
+    from tanplan.privacy.plan import advice, with_dataset_size
+
+    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, warn)
+    accountants = ("rdp", "pld") if accountant == "both" else (accountant,)
+    sizes = tuple(with_dataset_size(target, int(n)) for n in dataset_sizes) or None
+    figures = None
+    if out is not None:
+        from tanplan.reports.plan import write_plan_report
+
+        figures = write_plan_report(target, out, accountants)
+    return PlanResult(plan=target, accountants=accountants, regime_text=tan.REGIME_TEXT[target.regime],
+                      advice=tuple(advice(target, accountants[0])), dataset_sizes=sizes, figures=figures)
+
+
+def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: Iterable[int] = (),
+          savings: float | None = None, sigma: float | None = None, epsilon: float | None = None,
+          delta: float | None = None, accountant: str = "rdp", warn: Callable[[str], None] | None = None
+          ) -> tuple[Proxy, ...]:
+    """The constant-η_step proxies (B', σ·B'/B, S) of the target: one per proxy batch size, or B' = B/savings."""
+    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, warn)
+    sizes = list(proxy_batch_sizes)
+    if (savings is None) == (not sizes):
+        raise UsageError("give proxy batch sizes or a savings factor, not both and not neither")
+    if savings is not None:
+        if savings < 1:
+            raise UsageError(f"--savings {savings:g} is not allowed: must be ≥ 1")
+        sizes = [max(1, round(target.batch_size / savings))]
+    for b in sizes:
+        if b > target.batch_size:
+            raise UsageError(f"--proxy-batch-size {b} is not allowed: must be ≤ the target batch size {target.batch_size}")
+    rows = []
+    for b in sizes:
+        p = target.proxy(b)
+        rows.append(Proxy(proxy_batch_size=p.batch_size, proxy_sigma=p.sigma, steps=p.steps, eta_step=p.eta_step,
+                          savings=target.savings(p), proxy_regime=p.regime.value, dataset_size=target.dataset_size,
+                          batch_size=target.batch_size, sigma=target.sigma, delta=target.delta,
+                          target_eps_rdp=target.epsilon("rdp"), note=PROXY_CAVEAT))
+    return tuple(rows)
+
+
+def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, device_hours: float | None = None,
+             samples_per_second: float | None = None, delta: float | None = None, model: str = "cnn1d",
+             min_batch_size: int = 1, steps_factor: float = 2.0) -> FrontierResult:
+    """The budget frontier: every (B, S, σ) with B·S ≤ C at ε (σ calibrated with RDP). C = compute, or
+    device_hours × 3600 × samples_per_second (measured by the DP-step benchmark of `model` when not given:
+    that one path needs the train extra)."""
+    from tanplan.workflow.optimize import frontier_plan
+
+    if steps_factor <= 1:
+        raise UsageError(f"--steps-factor {steps_factor:g} is not allowed: must be > 1")
+    if samples_per_second is not None and device_hours is None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
+    return FrontierResult.from_dict(frontier_plan(
+        dataset_size, epsilon, delta, compute=compute, device_hours=device_hours,
+        samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size, factor=steps_factor))
+
+
+def _target(n, b, s, sigma, epsilon, delta, accountant, warn):
+    from tanplan.privacy.plan import Plan, default_delta
+
+    if (sigma is None) == (epsilon is None):
+        raise UsageError("give sigma or epsilon (σ is then calibrated to it), not both and not neither")
+    if accountant not in ("rdp", "pld", "both"):
+        raise UsageError(f"accountant {accountant!r} is not allowed: use rdp, pld or both")
+    if isinstance(b, int) and isinstance(n, int) and b > n:
+        raise UsageError(f"--batch-size {b} is not allowed: must be ≤ --dataset-size {n}")
+    chosen = default_delta(n) if delta is None else delta
+    if delta is not None and delta > 1.0 / n:
+        (warn or _warn)(f"delta={delta:g} exceeds 1/N={1.0 / n:.3g}: such a δ allows releasing some examples outright")
+    calibrator = "pld" if accountant == "pld" else "rdp"
+    if epsilon is not None:
+        return Plan.from_budget(n, b, s, epsilon, chosen, calibrator)
+    return Plan(n, b, s, sigma, chosen, None, calibrator)
+
+
+def _warn(line: str) -> None:
+    warnings.warn(line, stacklevel=3)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One run
+
+
+def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
+          resume: bool = False, progress: bool = False, writers: Iterable = ()):
+    """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
+    its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
+    writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
+    from tanplan.workflow.inputs import check_config, check_out_dir
+
+    cfg = as_config(config, overrides)
+    check_config(cfg)
+    check_out_dir(out)
+    from tanplan.engine.loop import train_and_evaluate
+    from tanplan.engine.summary import RunSummary
+
+    return RunSummary.from_dict(train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume,
+                                                   progress=progress, writers=writers))
+
+
+def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
+           best: str | os.PathLike | None = None, resume: bool = False, backend: str = "local",
+           num_workers: int = 1, gpus_per_worker: int = 0, address: str | None = None,
+           allow_public_noise: bool = False, progress: bool = False) -> LaunchResult:
+    """The full-scale run, exactly accounted: BudgetExceeded (exit 3) before any step when its ε is over
+    privacy.epsilon. best: a sweep's best.json whose configuration is launched. backend "local" (every
+    local device) or "ray" (num_workers processes through Ray Train)."""
+    from tanplan.ray_session import check_address
+    from tanplan.workflow import fit
+    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.launch import launch as launch_stage
+
+    cfg = as_config(config, overrides)
+    cfg = with_tuned(cfg, fit.load_best_overrides(best), f"--best {best}")
+    if backend not in ("local", "ray"):
+        raise UsageError(f"backend {backend!r} is not allowed: use local or ray")
+    if backend == "local" and (num_workers != 1 or gpus_per_worker or address):
+        raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
+                         "use --backend ray")
+    check_address(address)
+    check_config(cfg)
+    check_out_dir(out)
+    return LaunchResult.from_dict(launch_stage(cfg, out, progress=progress, backend=backend, resume=resume,
+                                               num_workers=num_workers, gpus_per_worker=gpus_per_worker,
+                                               address=address, allow_public_noise=allow_public_noise))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Stages
+
+
+def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Overrides = None,
+             best: str | os.PathLike | None = None, compute: int | None = None, device_hours: float | None = None,
+             samples_per_second: float | None = None, launch: bool = False, log: Callable = lambda *a, **k: None,
+             progress: bool = False, source: str = "") -> OptimizeResult:
+    """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by
+    constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
+    made the config, for the launch commands the report writes."""
+    from tanplan.workflow import fit
+    from tanplan.workflow.optimize import SECONDS_PER_HOUR
+    from tanplan.workflow.optimize import optimize as optimize_stage
+
+    cfg = as_config(config, overrides)
+    cfg = cfg.with_overrides(fit.load_best_overrides(best))
+    if device_hours is not None:
+        if compute is not None:
+            raise UsageError("give one compute budget: --compute or --device-hours")
+        if samples_per_second is None:
+            raise UsageError("--device-hours needs --samples-per-second (the DP samples/s of `tanplan bench`)")
+        compute = int(device_hours * SECONDS_PER_HOUR * samples_per_second)
+    elif samples_per_second is not None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
+    return OptimizeResult.from_dict(optimize_stage(cfg, Path(out) if out is not None else None, compute=compute,
+                                                   launch_best=launch, log=log, progress=progress, source=source))

@@ -1,0 +1,334 @@
+"""What the Python API returns: frozen dataclasses, one per result, with `to_dict()` for JSON.
+
+Each result's `to_dict()` is exactly the JSON the matching command prints with --json (and the file the
+stage writes), so a notebook and a script read the same numbers; `from_dict` reads that JSON back.
+
+    >>> from tanplan.privacy.plan import Plan
+    >>> r = PlanResult(plan=Plan(50000, 256, 2000, 1.0, 2e-5), accountants=("rdp",), regime_text="...", advice=())
+    >>> r.sigma, r.to_dict()["batch_size"], PlanResult.from_dict(r.to_dict()) == r
+    (1.0, 256, True)
+
+The conversion is generic (`Result`): a field typed with another Result, a tuple of them or a Plan is
+converted both ways; a field whose metadata says `omit_none` is left out of the dict when it is None
+(the JSON has no such key then). JAX-free: the planner's results come from a base install.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tanplan.privacy.plan import Plan
+
+_OPTIONAL = {"omit_none": True}
+
+
+def optional(default=None):
+    """A field absent from the JSON when None (a key the stage writes only sometimes)."""
+    return field(default=default, metadata=_OPTIONAL)
+
+
+class Result:
+    """Base of the typed results: generic to_dict / from_dict over the dataclass fields."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = _plain(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        hints = typing.get_type_hints(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {unknown[0]!r}")
+        return cls(**{k: _typed(hints[k], v) for k, v in data.items()})
+
+
+def _plain(value):
+    if isinstance(value, Plan):
+        return value.to_dict(("rdp",))
+    if hasattr(value, "to_dict"):  # a Result, or a typed result of a lower layer (RunSummary)
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _typed(hint, value):
+    """value (from JSON) converted to the field type `hint`: Results and tuples of them; others as they are."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", ())):
+        inner = [a for a in args if a is not type(None)]
+        return _typed(inner[0], value) if len(inner) == 1 else value
+    if origin is tuple:
+        item = args[0] if args else Any
+        return tuple(_typed(item, v) for v in value)
+    if isinstance(hint, type) and issubclass(hint, Result):
+        return hint.from_dict(value)
+    if hint is Plan:
+        return _plan(value)
+    return value
+
+
+def _plan(data: Mapping) -> Plan:
+    return Plan(int(data["dataset_size"]), int(data["batch_size"]), int(data["steps"]), float(data["sigma"]),
+                float(data["delta"]), data.get("target_epsilon"), data.get("accountant", "rdp"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Planning: plan, proxy, the frontier (JAX-free)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanResult(Result):
+    """`tanplan plan`: the Plan (σ given or calibrated), its exact ε, the regime and what to change."""
+
+    plan: Plan
+    accountants: tuple[str, ...]
+    regime_text: str
+    advice: tuple[str, ...]
+    dataset_sizes: tuple[Plan, ...] | None = None  # the same (B, σ, S) at other N (TAN Table 5)
+    figures: Mapping | None = None  # files written by out=
+
+    @property
+    def sigma(self) -> float:
+        return self.plan.sigma
+
+    def epsilon(self, accountant: str | None = None) -> float:
+        return self.plan.epsilon(accountant)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.plan.to_dict(self.accountants)
+        out["regime_text"], out["advice"] = self.regime_text, list(self.advice)
+        if self.dataset_sizes is not None:
+            out["dataset_sizes"] = [p.to_dict(self.accountants) for p in self.dataset_sizes]
+        if self.figures is not None:
+            out["figures"] = dict(self.figures)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PlanResult":
+        accountants = tuple(a for a in ("rdp", "pld") if data.get(f"eps_{a}") is not None)
+        sizes = data.get("dataset_sizes")
+        return cls(plan=_plan(data), accountants=accountants, regime_text=data["regime_text"],
+                   advice=tuple(data["advice"]), dataset_sizes=tuple(_plan(p) for p in sizes) if sizes else None,
+                   figures=data.get("figures"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proxy(Result):
+    """`tanplan proxy`: one constant-η_step proxy (B', σ·B'/B, S) of a target, and what it saves."""
+
+    proxy_batch_size: int
+    proxy_sigma: float
+    steps: int
+    eta_step: float
+    savings: float
+    proxy_regime: str
+    dataset_size: int
+    batch_size: int
+    sigma: float
+    delta: float
+    target_eps_rdp: float
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrontierCandidate(Result):
+    """One full-scale plan on the budget frontier (tanplan.privacy.frontier.Candidate)."""
+
+    batch_size: int
+    steps: int
+    sigma: float
+    eps_rdp: float
+    eta: float
+    eta_step: float
+    eps_tan: float
+    q: float
+    regime: str
+    compute: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dropped(Result):
+    batch_size: int
+    steps: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Throughput(Result):
+    device_hours: float
+    samples_per_second: float
+    measured: bool
+    model: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrontierResult(Result):
+    """`tanplan plan --compute`: every (B, S, σ) with B·S ≤ C at the ε budget."""
+
+    dataset_size: int
+    epsilon: float
+    delta: float
+    compute: int
+    accountant: str
+    candidates: tuple[FrontierCandidate, ...]
+    dropped: tuple[Dropped, ...]
+    throughput: Throughput | None
+    notes: tuple[str, ...]
+
+
+# ----------------------------------------------------------------------------------------------------
+# One run: train, launch
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchAccounting(Result):
+    """The launch's exact ε, checked against the budget before any step (tanplan.workflow.launch)."""
+
+    epsilon_rdp: float
+    epsilon_pld: float
+    accountant: str
+    epsilon: float
+    delta: float
+    sigma: float
+    snip_sigma: float | None
+    q: float
+    steps: int
+    batch_size: int
+    dataset_size: int
+
+
+def _summary_type():
+    from tanplan.engine.summary import RunSummary
+
+    return RunSummary
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchResult(Result):
+    """`tanplan launch`: the run's summary (tanplan.engine.summary.RunSummary) and its accounting."""
+
+    summary: Any  # RunSummary (engine/: imported on use, the planner's results stay JAX-free)
+    accounting: LaunchAccounting | None
+    wall_seconds: float
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchResult":
+        return cls(summary=_summary_type().from_dict(data["summary"]),
+                   accounting=LaunchAccounting.from_dict(data["accounting"]) if data["accounting"] else None,
+                   wall_seconds=data["wall_seconds"])
+
+
+# ----------------------------------------------------------------------------------------------------
+# The budget frontier's search: optimize
+
+
+@dataclass(frozen=True, kw_only=True)
+class FrontierRow(Result):
+    """A frontier candidate in `tanplan optimize`: its plan, rescaled hyper-parameters, proxy runs and prediction."""
+
+    batch_size: int
+    steps: int
+    sigma: float
+    eps_rdp: float
+    eta: float
+    eta_step: float
+    eps_tan: float
+    q: float
+    regime: str
+    compute: int
+    learning_rate: float
+    ema_decay: float
+    warmup_steps: int
+    proxy_batch_size: int
+    proxy_sigma: float
+    simulated: bool
+    diverged: str | None
+    overrides: Mapping
+    runs: tuple[float, ...]
+    predicted_accuracy: float
+    prediction_interval: tuple[float, ...]
+    eligible: bool
+    outside_law: bool
+    mean_accuracy: float | None = optional()
+    std_accuracy: float | None = optional()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison(Result):
+    steps: int
+    difference: float
+    interval: tuple[float, ...]
+    distinguishable: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchOutcome(Result):
+    """The recommendation launched: its accuracy against the prediction."""
+
+    steps: int
+    batch_size: int
+    actual_accuracy: float
+    predicted_accuracy: float
+    prediction_interval: tuple[float, ...]
+    inside_interval: bool
+    epsilon_rdp: float | None
+    epsilon_pld: float | None
+    sigma: float | None
+    wall_seconds: float
+    folder: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizeResult(Result):
+    """`tanplan optimize`: the simulated frontier, the law in ln S, the recommendation (and its launch)."""
+
+    experiment: str
+    dataset_size: int
+    epsilon: float
+    delta: float
+    compute: int
+    accountant: str
+    reference_steps: int
+    settings: Mapping
+    frontier: tuple[FrontierRow, ...]
+    dropped: tuple[Dropped, ...]
+    points: tuple[Mapping, ...]
+    source: str
+    recommendation: FrontierRow
+    runner_up: FrontierRow
+    worst: FrontierRow
+    comparisons: tuple[Comparison, ...]
+    tied_with_recommendation: tuple[int, ...]
+    distinguishable_from_runner_up: bool
+    distinguishable_from_worst: bool
+    verdict: str
+    law: Mapping
+    proxy_examples: int
+    proxy_runs: int
+    proxy_compute_fraction: float
+    tuning: Mapping | None
+    launch: LaunchOutcome | None
+    wall_seconds: float
+    simulation_seconds: float
+    # with an output folder: what the proxies cost (privacy_spent) and the total ε on the private set
+    privacy_spent: Mapping | None = optional()
+    tuning_data: str | None = optional()
+    epsilon_total_rdp: float | None = optional()
+    epsilon_total_pld: float | None = optional()
+    epsilon_total_runs: int | None = optional()
+    guarantee: str | None = optional()
