@@ -71,3 +71,18 @@ def worker_path(paths) -> str:
             folders.append(str(folder))
     current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return os.pathsep.join(folders + [p for p in current if p not in folders])
+
+
+def of_config(cfg) -> list[str]:
+    """The import paths a config names: its data loader, model factory, [task] functions, tracking writers."""
+    names = [cfg.data.dataset, cfg.model.name, cfg.task.loss, cfg.task.metric, *cfg.tracking.writers]
+    return [n for n in names if is_import_path(n)]
+
+
+def worker_env(cfg) -> dict:
+    """Environment variables for Ray workers that must import cfg's plug-ins: {"PYTHONPATH": ...} when
+    it names any (each resolved first, so the folders are known), else {}."""
+    paths = of_config(cfg)
+    for path in paths:
+        resolve(path, "a plug-in", what="any")
+    return {"PYTHONPATH": worker_path(paths)} if paths else {}

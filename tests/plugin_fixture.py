@@ -78,6 +78,8 @@ from pathlib import Path
 
 import numpy as np
 
+OPENED = []  # every source this process made (the tests look at their reads)
+
 
 class MemmapSource:
     """Rows of two .npy files opened as numpy memmaps; records every read (the tests look at them)."""
@@ -86,6 +88,7 @@ class MemmapSource:
         self.folder, self.split = str(folder), split
         self.num_classes = 2
         self.reads = []
+        OPENED.append(self)
 
     def _arrays(self):
         folder = Path(self.folder)

@@ -41,13 +41,14 @@ class StepBatches:
     """The batches of steps start, start+1, ... of a run; `take(t, layout)` gives step t's.
 
     draw(t) -> the indices of step t's Poisson batch (from the run's secret); source: the training source;
-    num_classes: labels outside [0, num_classes) stop the run (integer labels only); prefetch: read step
-    t+1 while step t trains (False: read on demand, in the calling thread).
+    num_classes: labels outside [0, num_classes) stop the run (integer labels only); stop: the run's last
+    step + 1 (nothing is read past it); prefetch: read step t+1 while step t trains (False: read on demand,
+    in the calling thread).
     """
 
-    def __init__(self, source, draw, mesh, *, num_classes: int = 0, name: str = "training source",
+    def __init__(self, source, draw, mesh, *, stop: int, num_classes: int = 0, name: str = "training source",
                  prefetch: bool = True):
-        self.source, self.draw, self.mesh = source, draw, mesh
+        self.source, self.draw, self.mesh, self.stop = source, draw, mesh, stop
         self.num_classes, self.name = num_classes, name
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
         self._next: tuple[int, Future] | None = None
@@ -76,7 +77,7 @@ class StepBatches:
         if drawn.layout != layout:  # the loop grew the layout for this batch: place its rows again
             drawn = self._read(t, layout, drawn.indices)
         self._next = None
-        if self._pool is not None:
+        if self._pool is not None and t + 1 < self.stop:
             self._next = (t + 1, self._pool.submit(self._read, t + 1, layout))
         return drawn.indices, to_global(drawn, self.mesh)
 

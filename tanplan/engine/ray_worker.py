@@ -90,7 +90,10 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
     from ray.train.v2.jax import JaxTrainer
 
     cpu = gpus_per_worker == 0
-    env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", "")}
+    from tanplan.plugins import worker_env
+
+    env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", ""),
+           **worker_env(cfg)}  # the workers import the config's plug-ins (model, data, task) themselves
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"
     from tanplan.ray_session import start_ray, stop_ray

@@ -111,11 +111,12 @@ def _models():
 
 # ---------------------------------------------------------------- Ray
 
-def connect_ray(address: str | None):
+def connect_ray(address: str | None, env: dict | None = None):
     """Start a small local Ray (127.0.0.1 only, no dashboard, private session folder: tanplan.ray_session),
     or attach to the cluster at `address`; the session to pass to stop_ray, None when Ray was already
-    initialised in this process (it is then reused as it is)."""
-    return start_ray(address, num_cpus=min(2, os.cpu_count() or 1))
+    initialised in this process (it is then reused as it is). env: the workers' environment variables
+    (PYTHONPATH for plug-ins: tanplan.plugins.worker_env)."""
+    return start_ray(address, num_cpus=min(2, os.cpu_count() or 1), runtime_env={"env_vars": env} if env else None)
 
 
 def trial_resources(max_concurrent: int) -> tuple[dict, int]:
@@ -149,7 +150,10 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
         requeued = requeue_interrupted(search, storage)
         if requeued:
             log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
-        started_ray = connect_ray(address)
+        from tanplan.config import config_from_dict
+        from tanplan.plugins import worker_env
+
+        started_ray = connect_ray(address, worker_env(config_from_dict(spec.base)))  # workers import the plug-ins
         if address and address.startswith("ray://"):
             log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
                 "storage it shares")

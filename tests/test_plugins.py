@@ -1,0 +1,93 @@
+"""Plug-ins by import path: a package written here (tests/plugin_fixture.py) with a flax model that is none of
+the built-ins and a data source class over numpy memmaps trains from a TOML through the CLI and the Python
+API; models that break per-example independence are refused in one line before anything is written; an
+nnx model with a plugged-in loss trains; bad import paths are one line; Ray workers get the package's
+folder on their PYTHONPATH."""
+
+import json
+import sys
+
+import pytest
+from helpers import run_cli
+from plugin_fixture import plugin_toml, write_memmap_data, write_package
+
+import tanplan
+from tanplan.config import load_config
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plugins")
+    write_package(root / "pkg")
+    write_memmap_data(root / "data")
+    return root
+
+
+@pytest.fixture
+def on_path(package, monkeypatch):
+    monkeypatch.syspath_prepend(str(package / "pkg"))
+    yield package
+    for name in [m for m in sys.modules if m == "userpkg" or m.startswith("userpkg.")]:
+        del sys.modules[name]  # each test imports the package afresh
+
+
+def _toml(package, tmp_path, **kwargs):
+    path = tmp_path / "run.toml"
+    path.write_text(plugin_toml(package / "data", **kwargs))
+    return str(path)
+
+
+def test_a_plugged_in_model_and_memmap_source_train_from_the_cli_and_the_api(on_path, tmp_path, capsys):
+    toml = _toml(on_path, tmp_path)
+    code, out, err = run_cli(capsys, "train", "--config", toml, "--out", str(tmp_path / "cli"), "--json", "--quiet")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["test_accuracy"] > 0.8 and summary["dataset_size"] == 240 and summary["grad_method"] == "ghost"
+    assert err.count("gradient route ghost") == 1  # said once, for the plugged-in model
+    card = json.loads((tmp_path / "cli" / "model" / "model.json").read_text())
+    assert card["model"] == "userpkg.nets:make_model" and card["input_shape"] == [16, 1]
+    from userpkg.data import OPENED  # the package's own source class: every training read is one Poisson batch
+
+    train_reads = [n for s in OPENED if s.split == "train" for n in s.reads]
+    assert len(train_reads) == 6 and max(train_reads) <= 64
+    result = tanplan.train(toml, tmp_path / "api")  # the same through the Python API
+    assert isinstance(result, tanplan.RunSummary) and result.test_accuracy > 0.8 and result.steps == 6
+    assert result.to_dict().keys() == summary.keys()
+
+
+@pytest.mark.parametrize("model, says", [("make_batchnorm", "keeps the collection 'batch_stats'"),
+                                         ("make_batch_centred", "changes when the other examples")])
+def test_a_model_that_mixes_examples_is_refused_in_one_line_before_anything_is_written(on_path, tmp_path, capsys,
+                                                                                        model, says):
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", "--config", _toml(on_path, tmp_path, model=model), "--out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("model.name=userpkg.nets:missing", "has no attribute 'missing'"),
+    ("data.dataset=nopkg.data:load", "no module named 'nopkg'"),
+    ("task.loss=userpkg.losses:nothing", "has no attribute 'nothing'"),
+    ("model.name=userpkg.nets", "unknown model"),
+])
+def test_a_bad_import_path_is_one_line(on_path, tmp_path, capsys, setting, says):
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", "--config", _toml(on_path, tmp_path), "--set", setting, "--out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_an_nnx_model_with_a_plugged_in_loss_trains_by_the_vmap_route(on_path, tmp_path, capsys):
+    result = tanplan.train(_toml(on_path, tmp_path, model="make_nnx"), overrides={"task.loss": "userpkg.losses:smoothed"})
+    assert result.grad_method == "vmap" and result.test_accuracy > 0.8
+    assert "gradient route vmap" in capsys.readouterr().err
+
+
+def test_ray_workers_get_the_plugins_folder_on_their_path(on_path):
+    from tanplan.plugins import worker_env
+
+    cfg = load_config(None, ["model.name=userpkg.nets:make_model", "data.dataset=userpkg.data:load"])
+    folders = worker_env(cfg)["PYTHONPATH"].split(":")
+    assert folders[0] == str((on_path / "pkg").resolve())
+    assert worker_env(load_config(None, [])) == {}  # built-ins only: nothing to add
