@@ -233,3 +233,13 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
             assert result["epsilon_total_rdp"] == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
             assert result["epsilon_total_rdp"] > max(spent["epsilon_rdp"], launch_eps)
             assert "the total ε is the guarantee" in report and f"**{result['epsilon_total_rdp']:.4g}**" in report
+
+
+def test_the_typed_result_is_the_json_it_came_from(study):
+    from tanplan.results import FrontierRow, OptimizeResult
+
+    _, _, result, _ = study
+    typed = OptimizeResult.from_dict(result)
+    assert isinstance(typed.recommendation, FrontierRow) and typed.recommendation.steps == result["recommendation"]["steps"]
+    assert typed.launch.actual_accuracy == result["launch"]["actual_accuracy"]
+    assert typed.to_dict() == json.loads(json.dumps(result))  # the JSON the command prints, key for key

@@ -1,0 +1,38 @@
+"""docs/api.md cannot drift: its package files are written to a temporary folder and its example runs there,
+in a fresh Python (the package on PYTHONPATH, as a user's would be), and must print what it says."""
+
+import os
+import re
+import subprocess
+import sys
+
+from helpers import ROOT, env
+
+PAGE = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"```python\n(.*?)```", PAGE, flags=re.S)
+
+
+def test_the_pages_example_runs(tmp_path):
+    files = {b.splitlines()[0][2:].strip(): b for b in BLOCKS if b.startswith("# my_pkg/")}
+    assert set(files) == {"my_pkg/nets.py", "my_pkg/data.py"}
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    example = next(b for b in BLOCKS if b.startswith("# example"))
+    variables = env()
+    variables["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT), variables.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=variables, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    import tanplan
+
+    plan = tanplan.plan(dataset_size=2000, batch_size=200, steps=20, epsilon=1.0)  # what the page computed
+    assert f"σ = {plan.sigma:.3f}, exact ε (RDP) = {plan.epsilon('rdp'):.3f}, {plan.regime_text}" in out, out
+    assert f"proxy B' = 50, σ' = {plan.sigma / 4:.3f}, 4x cheaper" in out, out
+    trained = re.search(r"accuracy (\S+) at ε = (\S+), route ghost", out)
+    assert trained and float(trained[1]) > 0.8 and float(trained[2]) <= 1.0, out
+    launched = re.search(r"launch: accuracy (\S+), ε = (\S+) \(RDP\)", out)
+    assert launched and float(launched[1]) > 0.8 and float(launched[2]) <= 1.0, out
+    assert "refused: model.name = 'my_pkg.nets:make_batchnorm' is not allowed: it keeps the collection 'batch_stats'" in out
