@@ -54,6 +54,18 @@ class ArraySource:
     def __getitem__(self, indices):
         return self.x[indices], self.y[indices]
 
+    def read_into(self, indices: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of `size` rows: the rows `indices` first, in their order, then zeros; one gather straight
+        into place (a step's padded batch: tanplan.engine.batches)."""
+        x = np.zeros((size, *self.x.shape[1:]), np.float32)
+        y = np.zeros((size, *self.y.shape[1:]), self.y.dtype)
+        if self.x.dtype == np.float32:
+            np.take(self.x, indices, axis=0, out=x[: len(indices)])
+        else:
+            x[: len(indices)] = self.x[indices]
+        np.take(self.y, indices, axis=0, out=y[: len(indices)])
+        return x, y
+
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x.shape[1:])
@@ -78,6 +90,12 @@ class Prefix:
     @property
     def input_shape(self):
         return getattr(self.source, "input_shape", None)
+
+    @property
+    def read_into(self):
+        """The source's own fast path, when it has one (AttributeError otherwise: the reader then reads
+        by __getitem__); the indices a run draws lie below n by construction."""
+        return self.source.read_into
 
 
 @dataclass(frozen=True, eq=False)

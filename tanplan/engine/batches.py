@@ -2,8 +2,8 @@
 
 Step t's batch is the Poisson sample drawn from the run's secret (tanplan.dp.sampling.poisson_batch with
 `secret.batch_rng(BATCH, t)`: every example in with probability q, independently); `StepBatches` draws it,
-reads exactly those rows from the source (tanplan.data.source.read_rows: one call, in ascending index
-order), places them in the padded layout (real rows first, zeros after: tanplan.dp.sampling.pad_indices)
+reads exactly those rows from the source (one call, in ascending index order; an in-memory source
+gathers them straight into place), places them in the padded layout (real rows first, zeros after: tanplan.dp.sampling.pad_indices)
 and hands the padded batch to the loop as global arrays sharded over the mesh. While step t trains, a
 background thread draws and reads step t+1's batch: so at any time at most two batches of rows are held
 or being read (the step's and the next one's), and a source of any size is never read whole.
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tanplan.data.source import check_labels, read_rows
+from tanplan.data.source import check_labels
+from tanplan.errors import UsageError
 
 
 @dataclass
@@ -89,6 +90,22 @@ class StepBatches:
         self._next = (t, _done(drawn))
         return drawn
 
+    def _placed(self, wanted: np.ndarray, places: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(x, y) of `size` flat rows: source[wanted] read in ascending index order (one call: a memmap then
+        reads forward through its file), each row put at its place, zeros elsewhere."""
+        order = np.argsort(wanted, kind="stable")
+        x_rows, y_rows = self.source[wanted[order]]
+        x_rows, y_rows = np.asarray(x_rows), np.asarray(y_rows)
+        if len(x_rows) != len(wanted) or len(y_rows) != len(wanted):
+            raise UsageError(f"{self.name}: asked for {len(wanted)} rows, got {len(x_rows)} inputs and "
+                             f"{len(y_rows)} labels; source[indices] must return one row per index")
+        if y_rows.ndim == 2 and y_rows.shape[1] == 1:
+            y_rows = y_rows[:, 0]
+        x = np.zeros((size, *x_rows.shape[1:]), np.float32)
+        y = np.zeros((size, *y_rows.shape[1:]), y_rows.dtype)
+        x[places[order]], y[places[order]] = x_rows, y_rows
+        return x, y
+
     def _read(self, t: int, layout, indices: np.ndarray | None = None) -> Drawn:
         from tanplan.dp import sampling
 
@@ -96,13 +113,16 @@ class StepBatches:
         if len(indices) > layout.capacity:  # outgrew the layout: the loop grows it, then takes again
             return Drawn(t, indices, None, None, None, None)
         index, mask = sampling.pad_indices(indices, layout)
-        local = local_rows(layout, self.mesh) & mask
-        x_rows, y_rows = read_rows(self.source, index[local])
+        local = (local_rows(layout, self.mesh) & mask).reshape(-1)
+        wanted = index.reshape(-1)[local]  # this process's rows, in the batch's order
+        places = np.flatnonzero(local)  # where they go in the flat padded batch
+        if hasattr(self.source, "read_into") and np.array_equal(places, np.arange(len(places))):
+            x, y = self.source.read_into(wanted, index.size)  # in memory: gathered straight into place
+        else:
+            x, y = self._placed(wanted, places, index.size)
         if self.num_classes:
-            check_labels(y_rows, self.num_classes, self.name)
-        x = np.zeros(index.shape + x_rows.shape[1:], np.float32)
-        y = np.zeros(index.shape + y_rows.shape[1:], y_rows.dtype)
-        x[local], y[local] = x_rows, y_rows
+            check_labels(y[places], self.num_classes, self.name)
+        x, y = x.reshape(index.shape + x.shape[1:]), y.reshape(index.shape + y.shape[1:])
         return Drawn(t, indices, layout, x, y, mask)
 
 

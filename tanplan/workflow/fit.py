@@ -144,7 +144,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     from tanplan.engine.setup import load_data
 
     dataset = load_data(cfg)
-    target = plan_from_config(cfg, int(dataset.x_train.shape[0]))
+    target = plan_from_config(cfg, dataset.num_train)
     rows = []
     for k in factors:
         b, s = max(1, round(target.batch_size / k)), max(1, round(target.steps * k * k))
