@@ -91,3 +91,39 @@ def test_ray_workers_get_the_plugins_folder_on_their_path(on_path):
     folders = worker_env(cfg)["PYTHONPATH"].split(":")
     assert folders[0] == str((on_path / "pkg").resolve())
     assert worker_env(load_config(None, [])) == {}  # built-ins only: nothing to add
+
+
+RUN_EXTRA = """
+[sweep]
+trials = 1
+top_k = 0
+[sweep.space]
+learning_rate = [1.0]
+[fit]
+batch_sizes = [8, 16]
+seeds = 2
+"""
+
+
+def test_tanplan_run_with_the_plugins_end_to_end_in_a_fresh_process(package, tmp_path):
+    """`tanplan run` on a TOML naming the package's model and loader: plan, sweep (a Ray worker imports the
+    package), fit and launch, shrunk to a 1-trial sweep and 6-step runs."""
+    import os
+    import subprocess
+
+    from helpers import ROOT, env
+
+    toml = tmp_path / "run.toml"
+    toml.write_text(plugin_toml(package / "data", extra=RUN_EXTRA))
+    variables = env()
+    variables["PYTHONPATH"] = os.pathsep.join([str(package / "pkg"), str(ROOT)])
+    proc = subprocess.run([sys.executable, "-m", "tanplan", "run", "--config", str(toml), "--out", str(tmp_path / "run"),
+                           "--json", "--launch-anyway"], cwd=tmp_path, env=variables, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["launched"] and summary["actual_accuracy"] > 0.8
+    trial = next((tmp_path / "run" / "sweep" / "trials").glob("*/summary.json"))  # trained in a Ray worker
+    assert json.loads(trial.read_text())["test_accuracy"] is not None
+    card = json.loads((tmp_path / "run" / "launch" / "model" / "model.json").read_text())
+    assert card["model"] == "userpkg.nets:make_model" and card["steps"] == 6
