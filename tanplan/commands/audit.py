@@ -28,8 +28,8 @@ def configure(parser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config key, e.g. --set train.steps=100 (repeatable)")
     parser.add_argument("--canaries", type=positive_int, default=DEFAULT_CANARIES, metavar="M",
-                        help=f"gradient canaries, half held in by a secret coin (default {DEFAULT_CANARIES}; more give "
-                             "a tighter bound)")
+                        help=f"gradient canaries, each held in by a secret fair coin (default {DEFAULT_CANARIES}; "
+                             "more give a tighter bound, up to a ceiling: docs/privacy.md)")
     parser.add_argument("--proxy-batch-size", type=positive_int, default=None, metavar="B'",
                         help="audit the proxy (B', σ·B'/B, S) instead of the target; its own ε is the claim")
     parser.add_argument("--confidence", type=_confidence, default=DEFAULT_CONFIDENCE, metavar="P",

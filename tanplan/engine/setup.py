@@ -117,7 +117,8 @@ def build(cfg: Config, secret, *, canaries: int = 0) -> Run:
         public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
         if audit is None:
             return inner(state, batch, noise_key, public_key)
-        return inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})  # audit: step_draws'
+        # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
+        return inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
 
     roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(public_root))}
     if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
