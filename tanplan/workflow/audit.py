@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from tanplan.config import Config
-from tanplan.errors import UsageError
+from tanplan.errors import TanplanError, UsageError
 
 DEFAULT_CANARIES = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -238,7 +238,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
     scores = likelihood_ratio_scores(record.observations, q, summary["sigma"])
     held_in = record.arrays.held_in
     if held_in.all() or not held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
-        raise UsageError(f"all {canaries} canaries fell on one side of the coin: run the audit again")
+        raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
     claim = Claim(epsilon_rdp=summary["epsilon_rdp"], epsilon_pld=summary.get("epsilon_pld"),
                   epsilon_replace_one=summary.get("epsilon_replace_one"), accountant=summary["accountant"],
                   delta=summary["delta"])
