@@ -19,13 +19,14 @@ _EXPORTS = {
     # planning (no JAX)
     "plan": "tanplan.api", "proxy": "tanplan.api", "frontier": "tanplan.api",
     # one run, and the stages
-    "train": "tanplan.api", "launch": "tanplan.api", "optimize": "tanplan.api",
+    "train": "tanplan.api", "launch": "tanplan.api", "optimize": "tanplan.api", "audit": "tanplan.api",
     # configs and plans
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
     "Plan": "tanplan.privacy.plan",
     # typed results
     "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
     "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
+    "AuditResult": "tanplan.workflow.audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",
     "sources": "tanplan.data.source", "Dataset": "tanplan.data.dataset", "load_dataset": "tanplan.data.load",
@@ -34,6 +35,7 @@ _EXPORTS = {
     # errors (their exit codes: tanplan.errors)
     "TanplanError": "tanplan.errors", "UsageError": "tanplan.errors", "BudgetExceeded": "tanplan.errors",
     "NotLaunched": "tanplan.errors", "TrainingDiverged": "tanplan.errors", "RunInterrupted": "tanplan.errors",
+    "PrivacyViolation": "tanplan.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

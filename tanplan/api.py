@@ -217,3 +217,25 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
         raise UsageError("--samples-per-second is not allowed without --device-hours")
     return OptimizeResult.from_dict(optimize_stage(cfg, Path(out) if out is not None else None, compute=compute,
                                                    launch_best=launch, log=log, progress=progress, source=source))
+
+
+def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
+          canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
+          progress: bool = False, log: Callable[[str], None] = lambda line: None):
+    """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries,
+    its ε bounded from below; an AuditResult (tanplan.workflow.audit). The caller decides what a violation
+    means (the command exits 5)."""
+    from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit, check_audit_out, run_audit
+    from tanplan.workflow.inputs import check_config, check_out_dir
+
+    cfg = as_config(config, overrides)
+    if proxy_batch_size is not None:
+        cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
+    canaries = DEFAULT_CANARIES if canaries is None else canaries
+    confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
+    check_config(cfg)
+    check_out_dir(out)
+    check_audit(cfg, canaries, confidence)
+    check_audit_out(out)
+    return run_audit(cfg, Path(out) if out is not None else None, canaries=canaries, confidence=confidence,
+                     progress=progress, log=log)

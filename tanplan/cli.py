@@ -2,9 +2,9 @@
 
 A command module defines HELP, configure(parser) and run(args) -> exit code, and imports anything heavy
 (JAX, pandas, matplotlib, Ray) inside run(), so that `tanplan plan` stays fast. Errors become exit codes
-here: 2 bad input, 3 privacy budget exceeded, 1 internal error; always one line on stderr. Without the
-`train` extra only the planner (plan, proxy) runs: any other command says which extra to install
-(tanplan.extras), exit 2.
+here: 2 bad input, 3 privacy budget exceeded, 4 not launched (`tanplan run`), 5 privacy violation found by
+`tanplan audit`, 1 internal error; always one line on stderr. Without the `train` extra only the planner
+(plan, proxy) runs: any other command says which extra to install (tanplan.extras), exit 2.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tanplan.errors import TanplanError, UsageError
 from tanplan.extras import missing_extra, require_train
 from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "demo",
-            "convert")
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "audit",
+            "demo", "convert")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -82,6 +82,11 @@ class StepBatches:
             self._next = (t + 1, self._pool.submit(self._read, t + 1, layout))
         return drawn.indices, to_global(drawn, self.mesh)
 
+    def place(self, indices: np.ndarray, layout) -> dict:
+        """Any other batch of training rows (the audit's shadow batch), read now and placed for `layout`
+        as global arrays, exactly as a step's batch is."""
+        return to_global(self._read(-1, layout, indices), self.mesh)
+
     def _get(self, t: int, layout) -> Drawn:
         if self._next is not None and self._next[0] == t:
             drawn = self._next[1].result()  # an error of the reader is raised here, in the loop's thread

@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
+
 from tanplan.config import Config
 from tanplan.engine import batches, evaluation, setup, tracking
 from tanplan.engine.checkpoint import host_array
@@ -54,7 +56,7 @@ _SAID: set[str] = set()  # lines this process said once (a plugged-in model's gr
 
 def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
                        progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
-                       backend: str = "local", writers: Iterable[tracking.Writer] = ()) -> dict:
+                       backend: str = "local", writers: Iterable[tracking.Writer] = (), canaries: int = 0) -> dict:
     """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its summary (RunSummary).
 
     Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
@@ -62,15 +64,23 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     continue the newest intact checkpoint in workdir (a finished run takes no step and reports again).
     writers: more tracking writers for the published records, beside [tracking]'s (tanplan.engine.tracking).
     Raises UsageError on bad input (before any step), TrainingDiverged, RunInterrupted.
+
+    canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): the
+    step adds that many gradient canaries before the noise (tanplan.dp.canaries); summary.json and the model
+    card say so (not a private release), and the summary returned holds "canary_record" (the secret draw and
+    what each step released on the canaries), which is never written.
     """
     import jax
     from tqdm import tqdm
 
+    from tanplan.dp import canaries as canary_lib
     from tanplan.dp import sampling, sharding
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import BATCH
     from tanplan.engine.epsilon_ticker import EpsilonTicker
 
+    if canaries and resume:
+        raise ValueError("an audited run is never resumed: the canaries' observations live in memory only")
     factories = tracking.resolve_factories(cfg)  # a bad import path stops here, before anything is written
     started = time.perf_counter()
     primary, single = jax.process_index() == 0, jax.process_count() == 1
@@ -80,10 +90,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         if secret.reproducible and cfg.privacy.private:
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
-        run = setup.build(cfg, secret)
+        run = setup.build(cfg, secret, canaries=canaries)
         if run.route_note and run.route_note not in _SAID:  # a plugged-in model's gradient route, said once
             _SAID.add(run.route_note)
             say(run.route_note)
+        observed = []  # an audited run's canary observations, one device array per step
         plan, t_cfg = run.plan, cfg.train
         n = run.dataset.num_train
         ndev = run.mesh.devices.size
@@ -159,12 +170,21 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                                                             num_classes=run.label_classes) as reader:
                 for t in range(start, plan.steps):
                     indices = reader.indices(t, layout)  # read by index from the source, step t+1 prefetched
-                    if len(indices) > layout.capacity:
-                        layout = layout.grown_to(len(indices))
-                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {len(indices)} exceeds the padded layout; "
+                    if canaries:  # the audit's run: the step's canaries and the auditor's shadow batch
+                        chosen, shadow = canary_lib.step_draws(secret, t, canaries, n, plan.q)
+                    largest = max(len(indices), len(shadow) if canaries else 0)
+                    if largest > layout.capacity:
+                        layout = layout.grown_to(largest)
+                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {largest} exceeds the padded layout; "
                                   f"growing it to {layout.chunks} chunks (one more compilation)")
                     indices, batch = reader.take(t, layout)
-                    state, metrics = run.step(state, batch, roots)
+                    if canaries:
+                        audit = {"chosen": sharding.replicate_global(chosen, run.mesh),
+                                 "shadow": reader.place(shadow, layout)}
+                        state, metrics = run.step(state, batch, roots, audit)
+                        observed.append(metrics.pop(canary_lib.OBSERVATION))
+                    else:
+                        state, metrics = run.step(state, batch, roots)
                     done = t + 1
                     if pending is not None:
                         last = _settle(*pending)
@@ -227,9 +247,10 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                                                   run.test_key)
             summary = dataclasses.replace(summary, test_accuracy_augtest=augtest)
             summary = dataclasses.replace(summary, model=folder.write_model(run_params(state),
-                                                                            _model_card(cfg, run, summary)))
+                                                                            _model_card(cfg, run, summary, canaries)))
         folder.write_ledger(ledger, with_pld=plan.target is None)
-        folder.write_summary(summary.to_dict())
+        written = summary.to_dict() | ({"audit_canaries": canaries, "private_release": False} if canaries else {})
+        folder.write_summary(written)
     if diverged_at is not None:
         kept = f"; the last good checkpoint is kept at step {history[-1]['step']}" if history and workdir else ""
         raise TrainingDiverged(f"training diverged: the loss is not finite at step {diverged_at} (learning rate "
@@ -237,6 +258,10 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     if interrupted:
         raise RunInterrupted(f"{interrupted}: stopped after step {ledger.steps} of {plan.steps}; checkpoint saved in "
                              f"{str(Path(workdir) / 'checkpoint')!r}; continue with --resume", getattr(signal, interrupted))
+    if canaries:
+        design, drawn = run.canaries
+        record = canary_lib.CanaryRecord(design, drawn, np.stack([host_array(o) for o in observed]))
+        return written | {"canary_record": record}
     return summary.to_dict()
 
 
@@ -261,13 +286,16 @@ def _meta(step: int, cfg: Config, plan, ledger: Ledger, layout) -> dict:
             "sampler": {"kind": "poisson", "next_step": step}}
 
 
-def _model_card(cfg: Config, run, summary: RunSummary) -> dict:
+def _model_card(cfg: Config, run, summary: RunSummary, canaries: int = 0) -> dict:
     m = cfg.model
-    return {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
             "num_classes": run.dataset.num_classes, "input_shape": list(run.dataset.input_shape),
             "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
             "epsilon_rdp": summary.epsilon_rdp, "delta": summary.delta, "noise_secret": summary.noise_secret,
             "test_accuracy": summary.test_accuracy}
+    if canaries:  # the audit's run: trained with canaries, for the audit only
+        card |= {"audit_canaries": canaries, "private_release": False}
+    return card
 
 
 def _postfix(last: dict, history: list[dict], epsilon: float | None, private: bool) -> dict:
