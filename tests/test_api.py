@@ -1,29 +1,15 @@
-"""The Python API (tanplan.api, tanplan.results, the lazy names of `tanplan`): planning from a base install
-imports no JAX, every public name resolves, configs come from a Config, a TOML path or None with
+"""The Python API (tanplan.api, tanplan.results, the lazy names of `tanplan`): every public name resolves
+(that planning through it imports no JAX: tests/test_layers.py), configs come from a Config, a TOML path or None with
 overrides, typed results read back the JSON they write, and the commands print exactly the API's results."""
 
 import json
-import subprocess
-import sys
 
 import pytest
-from helpers import CONFIG, ROOT, run_cli
+from helpers import CONFIG, run_cli
 
 import tanplan
 from tanplan.config import load_config
 from tanplan.results import FrontierResult, PlanResult, Proxy
-
-JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "jax_privacy", "orbax", "ray", "pandas", "optuna")
-
-
-def test_planning_through_the_api_imports_no_jax():
-    code = ("import sys, tanplan; p = tanplan.plan(50000, 256, 100, sigma=2.0); "
-            "tanplan.proxy(50000, 256, 100, epsilon=4.0, savings=4); tanplan.frontier(16000, 0.7, compute=10**6); "
-            "bad = sorted(m for m in sys.modules if m.split('.')[0] in %r); print(bad); sys.exit(1 if bad else 0)"
-            % (JAX_LIKE,))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-
 
 def test_every_public_name_resolves():
     assert set(tanplan.__all__) <= set(dir(tanplan))
@@ -47,13 +33,13 @@ def test_a_config_from_an_object_a_path_or_the_defaults_with_overrides():
 
 @pytest.mark.parametrize("argv, call", [
     (["plan", "--dataset-size", "50000", "--batch-size", "256", "--steps", "2000", "--epsilon", "2",
-      "--accountant", "both", "--dataset-sizes", "25000,100000"],
-     lambda: tanplan.plan(50000, 256, 2000, epsilon=2.0, accountant="both", dataset_sizes=[25000, 100000])),
+      "--dataset-sizes", "25000,100000"],
+     lambda: tanplan.plan(50000, 256, 2000, epsilon=2.0, dataset_sizes=[25000, 100000])),
     (["proxy", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "500", "--sigma", "3",
       "--proxy-batch-size", "128", "--proxy-batch-size", "256"],
      lambda: tanplan.proxy(50000, 4096, 500, sigma=3.0, proxy_batch_sizes=[128, 256])),
-    (["plan", "--dataset-size", "16000", "--epsilon", "0.7", "--compute", "1228800"],
-     lambda: tanplan.frontier(16000, 0.7, compute=1228800)),
+    (["plan", "--dataset-size", "16000", "--epsilon", "0.7", "--compute", "150000", "--min-batch-size", "1000"],
+     lambda: tanplan.frontier(16000, 0.7, compute=150000, min_batch_size=1000)),
 ])
 def test_the_commands_print_the_apis_results(capsys, argv, call):
     code, out, err = run_cli(capsys, *argv, "--json")
@@ -69,8 +55,8 @@ def test_typed_results_read_back_their_json():
     assert plan.sigma == 1.0 and plan.epsilon("pld") < plan.epsilon("rdp")
     proxy = tanplan.proxy(50000, 4096, 500, sigma=3.0, savings=16)[0]
     assert Proxy.from_dict(proxy.to_dict()) == proxy and proxy.proxy_batch_size == 256
-    front = tanplan.frontier(16000, 0.7, compute=1228800)
+    front = tanplan.frontier(16000, 0.7, compute=150000, min_batch_size=1000)
     assert FrontierResult.from_dict(json.loads(json.dumps(front.to_dict()))) == front
-    assert all(c.batch_size * c.steps <= 1228800 for c in front.candidates)
+    assert front.candidates and all(c.batch_size * c.steps <= 150000 for c in front.candidates)
     with pytest.raises(ValueError, match="no field 'surprise'"):
         Proxy.from_dict({**proxy.to_dict(), "surprise": 1})
