@@ -3,10 +3,11 @@
 Step t's batch is the Poisson sample drawn from the run's secret (tanplan.dp.sampling.poisson_batch with
 `secret.batch_rng(BATCH, t)`: every example in with probability q, independently); `StepBatches` draws it,
 reads exactly those rows from the source (one call, in ascending index order; an in-memory source
-gathers them straight into place), places them in the padded layout (real rows first, zeros after: tanplan.dp.sampling.pad_indices)
-and hands the padded batch to the loop as global arrays sharded over the mesh. While step t trains, a
-background thread draws and reads step t+1's batch: so at any time at most two batches of rows are held
-or being read (the step's and the next one's), and a source of any size is never read whole.
+gathers them straight into place), places them in the padded layout (real rows first, zeros after:
+tanplan.dp.sampling.pad_indices) and hands the padded batch to the loop as global arrays sharded over the
+mesh. While step t trains, a background thread draws and reads step t+1's batch: so at any time at most
+two batches of rows are held or being read (the step's and the next one's), and a source of any size is
+never read whole. Reads of the source never overlap (one lock): a source need not be thread-safe.
 
 The indices and the rows stay in this process's memory (they are the private part of the mechanism: who
 knows them knows which examples each step used); nothing here writes a file. With several processes,
@@ -17,6 +18,7 @@ except in the rare step whose batch outgrows it, when the loop grows it and the 
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -53,6 +55,7 @@ class StepBatches:
         self.num_classes, self.name = num_classes, name
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
         self._next: tuple[int, Future] | None = None
+        self._reading = threading.Lock()  # the prefetch and the loop's own reads take turns at the source
 
     def __enter__(self) -> "StepBatches":
         return self
@@ -99,7 +102,8 @@ class StepBatches:
         """(x, y) of `size` flat rows: source[wanted] read in ascending index order (one call: a memmap then
         reads forward through its file), each row put at its place, zeros elsewhere."""
         order = np.argsort(wanted, kind="stable")
-        x_rows, y_rows = self.source[wanted[order]]
+        with self._reading:
+            x_rows, y_rows = self.source[wanted[order]]
         x_rows, y_rows = np.asarray(x_rows), np.asarray(y_rows)
         if len(x_rows) != len(wanted) or len(y_rows) != len(wanted):
             raise UsageError(f"{self.name}: asked for {len(wanted)} rows, got {len(x_rows)} inputs and "
@@ -122,7 +126,8 @@ class StepBatches:
         wanted = index.reshape(-1)[local]  # this process's rows, in the batch's order
         places = np.flatnonzero(local)  # where they go in the flat padded batch
         if hasattr(self.source, "read_into") and np.array_equal(places, np.arange(len(places))):
-            x, y = self.source.read_into(wanted, index.size)  # in memory: gathered straight into place
+            with self._reading:  # in memory: gathered straight into place
+                x, y = self.source.read_into(wanted, index.size)
         else:
             x, y = self._placed(wanted, places, index.size)
         if self.num_classes:
