@@ -336,10 +336,10 @@ def _check_target(eps: float, delta: float, accountant: str) -> None:
 
 
 def _solve_decreasing(eps_of, guess: float, target: float, hi_limit: float = _SIGMA_MAX,
-                      close: float = 1e-4, lo_limit: float = SIGMA_MIN, accountant: str = "") -> float:
+                      close: float = 1e-4, lo_limit: float = SIGMA_MIN, accountant: str = "", step: float = 1.5) -> float:
     """A σ with target·(1 − close) ≤ eps_of(σ) ≤ target, for ε falling as σ rises.
 
-    Brackets geometrically from the guess, then runs Illinois false position on log ε against log σ
+    Brackets geometrically from the guess (by `step`, squared at each move, up to 4), then runs Illinois false position on log ε against log σ
     (nearly linear there, so a handful of evaluations suffice). The answer is always a point that was
     evaluated at or under the target, so the guarantee never rests on interpolation.
     """
@@ -349,7 +349,8 @@ def _solve_decreasing(eps_of, guess: float, target: float, hi_limit: float = _SI
         while f_lo <= target:
             if f_lo >= target * (1 - close):
                 return lo
-            hi, f_hi, lo = lo, f_lo, lo / 1.5
+            hi, f_hi, lo = lo, f_lo, lo / step
+            step = min(step * step, 4.0)  # a far guess is bracketed in a few evaluations
             if lo < lo_limit:
                 if lo_limit > SIGMA_MIN:  # PLD's domain ends first: σ = hi is the best it can certify
                     raise UsageError(f"epsilon={target:g} is reached only with sigma < {lo_limit:g}, below the domain "
@@ -360,7 +361,8 @@ def _solve_decreasing(eps_of, guess: float, target: float, hi_limit: float = _SI
             f_lo = eps_of(lo)
     else:  # walk up until at or under the target
         while True:
-            hi = lo * 1.5
+            hi = lo * step
+            step = min(step * step, 4.0)
             if hi > hi_limit:
                 raise UsageError(f"epsilon={target:g} cannot be reached with sigma ≤ {hi_limit:g}")
             f_hi = eps_of(hi)
@@ -437,14 +439,15 @@ def calibrate_sigma(q: float, steps: int, eps: float, delta: float, accountant: 
 
 
 def _calibrate_pld(q: float, steps: int, eps: float, delta: float, neighbouring: str) -> float:
-    """calibrate_sigma for PLD: bracket with RDP, search on a coarse PLD grid, confirm on the fine one."""
-    try:
-        guess = calibrate_sigma(q, steps, eps, delta, "rdp")  # add/remove-one: PLD's σ is a little below
-    except UsageError:  # below RDP's floor: start from the closed form
-        guess = tan.sigma_for_eta(q, steps, tan.eta_for_eps_tan(eps, delta))
+    """calibrate_sigma for PLD: one RDP evaluation brackets it from above (RDP's ε is never below PLD's at
+    the same σ), a search on a coarse PLD grid finds it, one evaluation on the fine grid confirms it."""
+    guess = tan.sigma_for_eta(q, steps, tan.eta_for_eps_tan(eps, delta))  # the closed form: close for σ ≥ 2
     if neighbouring != "add_remove":
         guess *= 2  # replacing one example moves the sum by up to 2C: about twice the noise
     guess = min(max(guess, PLD_SIGMA_MIN), _SIGMA_MAX)
+    if neighbouring == "add_remove" and guess < _SIGMA_MAX:
+        rdp = epsilon(q, guess, steps, delta, "rdp")  # ε falls about as 1/σ: where RDP would meet the target
+        guess = min(max(guess * rdp / eps, PLD_SIGMA_MIN), _SIGMA_MAX)  # RDP's σ, nearly: PLD's is at or below
 
     def coarse(sigma: float) -> float:
         _check(q, sigma, steps, delta, "pld")
@@ -453,7 +456,7 @@ def _calibrate_pld(q: float, steps: int, eps: float, delta: float, neighbouring:
                                   max(fine_grid, min(_COARSE_INTERVAL, 10 * fine_grid)))
 
     fine = lambda s: epsilon(q, s, steps, delta, "pld", neighbouring)  # noqa: E731
-    search = dict(close=2e-3, lo_limit=PLD_SIGMA_MIN, accountant="pld")
+    search = dict(close=2e-3, lo_limit=PLD_SIGMA_MIN, accountant="pld", step=1.1)
     sigma = _solve_decreasing(coarse, guess, eps, **search)
     if eps * (1 - CALIBRATION_SLACK) <= fine(sigma) <= eps:
         return sigma
