@@ -98,9 +98,10 @@ class Run:
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
     pruning: dict | None = None
+    canaries: tuple | None = None  # (CanaryDesign, CanaryArrays) of an audited run (tanplan.dp.canaries)
 
 
-def build(cfg: Config, secret, prepared: Prepared | None = None) -> Run:
+def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0) -> Run:
     """The run of cfg (`prepare`d, unless given) with its secret: the gradient route and the jitted step.
 
     Randomness: experiment.seed (public) draws the initial weights, the augmentation views and AugTest's
@@ -108,6 +109,8 @@ def build(cfg: Config, secret, prepared: Prepared | None = None) -> Run:
     derives step t's keys inside by fold_in(root, state.step), so a restored state continues the stream.
     Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
     detects divergence from them, never from the noiseless loss of the private batch.
+    canaries > 0 (the privacy audit only, tanplan.workflow.audit): the step adds that many gradient canaries
+    (tanplan.dp.canaries, drawn from the secret) to its clipped sum before the noise; Run.canaries holds them.
     """
     import jax
     import jax.numpy as jnp
@@ -122,6 +125,8 @@ def build(cfg: Config, secret, prepared: Prepared | None = None) -> Run:
     example = public_example(dataset.input_shape)
     optimizer = optim.make_optimizer(cfg.train)
     mask = pruning = None
+    if sparsity.enabled(cfg) and canaries:
+        raise ValueError("gradient canaries are inserted by the dense step only, not by the masked step of pruning")
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
         from tanplan.dp import pruning as prune
 
@@ -132,17 +137,32 @@ def build(cfg: Config, secret, prepared: Prepared | None = None) -> Run:
         pruning = sparsity.summary_fields(cfg, mask)
     else:
         grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, example)
-        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
-                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay)
+        design = drawn = None
+        if canaries:
+            from tanplan.dp import canaries as canary_lib
+            from tanplan.dp.secret import CANARY
 
-    def step(state, batch, roots):
+            num_params = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
+            design = canary_lib.design_for(canaries, num_params, plan.clip_norm)
+            drawn = canary_lib.draw(design, num_params, secret.batch_rng(CANARY, 0))
+        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
+                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay,
+                                        canaries=design)
+
+    def step(state, batch, roots, audit=None):
         noise_key = jax.random.fold_in(jax.random.wrap_key_data(roots["noise"], impl="threefry2x32"), state.step)
         public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
-        state, metrics = inner(state, batch, noise_key, public_key)
+        if audit is None:
+            state, metrics = inner(state, batch, noise_key, public_key)
+        else:  # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
+            state, metrics = inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
         finite = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(state.params)]
         return state, {**metrics, "params_finite": jnp.all(jnp.stack(finite))}
 
     roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(p.public_root))}
+    if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
+        roots["canaries"] = drawn.step_inputs()
     return Run(cfg, dataset, plan, p.model, logits_fn, augment, params, route, optimizer,
                jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, p.test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning)
+               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning,
+               (design, drawn) if canaries else None)
