@@ -177,7 +177,7 @@ def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbourin
         _check(q, sigma, steps, delta, accountant)
     sigma_min = min((p[1] for p in params), default=None)
     total_steps = sum(p[2] for p in params) or None
-    eps = _epsilon_of_events(tuple(events), float(delta), accountant, neighbouring,
+    eps = _epsilon_of_events(_grouped(events), float(delta), accountant, neighbouring,
                              _pld_interval(sigma_min, total_steps) if accountant == "pld" else None)
     _check_sound(eps, params, delta, accountant)
     return eps
@@ -194,6 +194,24 @@ def _epsilon_of_events(events: tuple, delta: float, accountant: str, neighbourin
     except (MemoryError, OverflowError) as err:  # the PLD grid outgrew the machine, or exp() overflowed
         raise UsageError(f"the {accountant.upper()} accountant cannot represent this mechanism "
                          f"({type(err).__name__}); use the RDP accountant or more noise") from None
+
+
+def _grouped(events) -> tuple:
+    """The same composition with the DP-SGD events of equal (q, σ) merged into one of their summed steps
+    (composition is commutative, so ε is unchanged): the seeds of one proxy are one event, not several,
+    and the PLD accountant builds one distribution per (q, σ)."""
+    dp = _dp()
+    steps: dict[tuple[float, float], int] = {}
+    others = []
+    for event in events:
+        params = _dp_sgd_params(event)
+        if params is None:
+            others.append(event)
+        else:
+            steps[params[:2]] = steps.get(params[:2], 0) + params[2]
+    merged = [dp_sgd_event(q, sigma, n) if n > 1 else dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(sigma))
+              for (q, sigma), n in sorted(steps.items())]
+    return tuple(merged + others)
 
 
 def pld_unavailable(events) -> str | None:
