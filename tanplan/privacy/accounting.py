@@ -467,13 +467,23 @@ def _calibrate_pld(q: float, steps: int, eps: float, delta: float, neighbouring:
         rdp = epsilon(q, guess, steps, delta, "rdp")  # ε falls about as 1/σ: where RDP would meet the target
         guess = min(max(guess * rdp / eps, PLD_SIGMA_MIN), _SIGMA_MAX)  # RDP's σ, nearly: PLD's is at or below
 
+    return solve_pld(lambda s: [dp_sgd_event(q, s, steps)], guess, eps, delta, neighbouring)
+
+
+def solve_pld(events_of, guess: float, eps: float, delta: float, neighbouring: str = "add_remove") -> float:
+    """The smallest σ whose composition events_of(σ) has PLD ε in [eps·(1 − 1%), eps] (never over): searched
+    on a coarse PLD grid (1e-3, or the fine grid where that is coarser: still an upper bound), confirmed
+    by one evaluation on the accountant's own grid (else searched again on it)."""
     def coarse(sigma: float) -> float:
-        _check(q, sigma, steps, delta, "pld")
-        fine_grid = _pld_interval(sigma, steps)
-        return _epsilon_of_events((dp_sgd_event(q, sigma, steps),), float(delta), "pld", neighbouring,
+        events = events_of(sigma)
+        params = [p for p in map(_dp_sgd_params, events) if p is not None]
+        for q, s, n in params:
+            _check(q, s, n, delta, "pld")
+        fine_grid = _pld_interval(min(p[1] for p in params), sum(p[2] for p in params))
+        return _epsilon_of_events(_grouped(events), float(delta), "pld", neighbouring,
                                   max(fine_grid, min(_COARSE_INTERVAL, 10 * fine_grid)))
 
-    fine = lambda s: epsilon(q, s, steps, delta, "pld", neighbouring)  # noqa: E731
+    fine = lambda s: epsilon_of_events(events_of(s), delta, "pld", neighbouring)  # noqa: E731
     search = dict(close=2e-3, lo_limit=PLD_SIGMA_MIN, accountant="pld", step=1.1)
     sigma = _solve_decreasing(coarse, guess, eps, **search)
     if eps * (1 - CALIBRATION_SLACK) <= fine(sigma) <= eps:

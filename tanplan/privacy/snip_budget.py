@@ -57,7 +57,15 @@ def split_budget(q: float, steps: int, epsilon: float, delta: float, share: floa
     if sigma_train is not None:
         return SnipBudget(sigma_snip, sigma_train)
     # The composition costs at most about ε_snip + ε_train, so σ for (1 − share)·ε is a safe start.
-    guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, accountant, neighbouring)
+    try:  # a start only: RDP's σ is cheap, and the PLD search below walks down from it
+        guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, "rdp")
+    except UsageError:
+        guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, accountant, neighbouring)
+    if accountant == "pld":  # searched on a coarse grid, confirmed on the fine one
+        snip = [accounting.dp_sgd_event(q, sigma_snip, 1)]
+        found = accounting.solve_pld(lambda s: snip + [accounting.dp_sgd_event(q, s, steps)], guess, epsilon, delta,
+                                     neighbouring)
+        return SnipBudget(sigma_snip, found)
     eps_of = lambda s: composed_epsilon(q, s, steps, delta, sigma_snip, accountant, neighbouring)  # noqa: E731
     found = accounting._solve_decreasing(eps_of, guess, epsilon, close=accounting.CALIBRATION_SLACK / 2)
     return SnipBudget(sigma_snip, found)
