@@ -55,18 +55,21 @@ PROXY_CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it tra
 
 
 def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None = None, epsilon: float | None = None,
-         delta: float | None = None, accountant: str = "rdp", dataset_sizes: Iterable[int] = (),
-         out: str | os.PathLike | None = None, warn: Callable[[str], None] | None = None) -> PlanResult:
-    """σ (given, or calibrated to `epsilon` with the exact accountant: "rdp", "pld" or "both" = report
-    both, calibrate with rdp), η, Σ, ε_TAN and the exact ε of a DP-SGD plan, its regime and what to change.
+         delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
+         dataset_sizes: Iterable[int] = (), out: str | os.PathLike | None = None,
+         warn: Callable[[str], None] | None = None) -> PlanResult:
+    """σ (given, or calibrated to `epsilon` with the accountant of record: "pld" (default, the tightest),
+    "rdp", or "both" = pld), η, Σ, ε_TAN and the exact ε of a DP-SGD plan under both accountants (and
+    under replace-one with PLD), its regime and what to change. neighbouring: the relation σ is
+    calibrated to ("add_remove", or "replace_one": PLD only). delta None: N^-1.1.
 
-    dataset_sizes: the same (B, σ, S) at other N, δ = 1/N (TAN Table 5). out: write report.md, CSV tables and
-    figures there. warn(line): a δ above 1/N (default: warnings.warn)."""
+    dataset_sizes: the same (B, σ, S) at other N, δ = N^-1.1 (TAN Table 5). out: write report.md, CSV tables
+    and figures there. warn(line): a δ ≥ 1/N (default: warnings.warn), said after every check."""
     from tanplan.privacy import tan
     from tanplan.privacy.plan import advice, with_dataset_size
 
-    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, warn)
-    accountants = ("rdp", "pld") if accountant == "both" else (accountant,)
+    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, neighbouring, warn)
+    accountants = _reported(target)
     sizes = tuple(with_dataset_size(target, int(n)) for n in dataset_sizes) or None
     figures = None
     if out is not None:
@@ -74,18 +77,18 @@ def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None 
 
         figures = write_plan_report(target, out, accountants)
     return PlanResult(plan=target, accountants=accountants, regime_text=tan.REGIME_TEXT[target.regime],
-                      advice=tuple(advice(target, accountants[0])), dataset_sizes=sizes, figures=figures)
+                      advice=tuple(advice(target)), dataset_sizes=sizes, figures=figures)
 
 
 def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: Iterable[int] = (),
           savings: float | None = None, sigma: float | None = None, epsilon: float | None = None,
-          delta: float | None = None, accountant: str = "rdp", warn: Callable[[str], None] | None = None
-          ) -> tuple[Proxy, ...]:
+          delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
+          warn: Callable[[str], None] | None = None) -> tuple[Proxy, ...]:
     """The constant-η_step proxies (B', σ·B'/B, S) of the target: one per proxy batch size, or B' = B/savings."""
-    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, warn)
     sizes = list(proxy_batch_sizes)
     if (savings is None) == (not sizes):
         raise UsageError("give proxy batch sizes or a savings factor, not both and not neither")
+    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, neighbouring, warn)
     if savings is not None:
         if savings < 1:
             raise UsageError(f"--savings {savings:g} is not allowed: must be ≥ 1")
@@ -99,43 +102,62 @@ def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: 
         rows.append(Proxy(proxy_batch_size=p.batch_size, proxy_sigma=p.sigma, steps=p.steps, eta_step=p.eta_step,
                           savings=target.savings(p), proxy_regime=p.regime.value, dataset_size=target.dataset_size,
                           batch_size=target.batch_size, sigma=target.sigma, delta=target.delta,
+                          target_epsilon=target.epsilon(), target_accountant=target.accountant,
                           target_eps_rdp=target.epsilon("rdp"), note=PROXY_CAVEAT))
     return tuple(rows)
 
 
 def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, device_hours: float | None = None,
              samples_per_second: float | None = None, delta: float | None = None, model: str = "cnn1d",
-             min_batch_size: int = 1, steps_factor: float = 2.0) -> FrontierResult:
-    """The budget frontier: every (B, S, σ) with B·S ≤ C at ε (σ calibrated with RDP). C = compute, or
-    device_hours × 3600 × samples_per_second (measured by the DP-step benchmark of `model` when not given:
-    that one path needs the train extra)."""
+             min_batch_size: int = 1, steps_factor: float = 2.0, accountant: str = "pld") -> FrontierResult:
+    """The budget frontier: every (B, S, σ) with B·S ≤ C at ε (σ calibrated with the accountant of record,
+    add/remove-one; RDP's ε beside it). C = compute, or device_hours × 3600 × samples_per_second (measured
+    by the DP-step benchmark of `model` when not given: that one path needs the train extra)."""
     from tanplan.workflow.optimize import frontier_plan
 
+    if accountant not in ("rdp", "pld"):
+        raise UsageError(f"accountant {accountant!r} is not allowed: use pld or rdp")
     if steps_factor <= 1:
         raise UsageError(f"--steps-factor {steps_factor:g} is not allowed: must be > 1")
     if samples_per_second is not None and device_hours is None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
     return FrontierResult.from_dict(frontier_plan(
         dataset_size, epsilon, delta, compute=compute, device_hours=device_hours,
-        samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size, factor=steps_factor))
+        samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size, factor=steps_factor,
+        accountant=accountant))
 
 
-def _target(n, b, s, sigma, epsilon, delta, accountant, warn):
+def _reported(target) -> tuple[str, ...]:
+    """Every accountant reported, the one of record first."""
+    return ("rdp", "pld") if target.accountant == "rdp" else ("pld", "rdp")
+
+
+def _target(n, b, s, sigma, epsilon, delta, accountant, neighbouring, warn):
+    """The Plan the arguments describe (σ calibrated when epsilon is given); warns when δ ≥ 1/N, after
+    every check (an informational line never precedes an error)."""
     from tanplan.privacy.plan import Plan, default_delta
 
     if (sigma is None) == (epsilon is None):
         raise UsageError("give sigma or epsilon (σ is then calibrated to it), not both and not neither")
     if accountant not in ("rdp", "pld", "both"):
-        raise UsageError(f"accountant {accountant!r} is not allowed: use rdp, pld or both")
+        raise UsageError(f"accountant {accountant!r} is not allowed: use pld, rdp or both")
+    if neighbouring not in ("add_remove", "replace_one"):
+        raise UsageError(f"neighbouring {neighbouring!r} is not allowed: use add_remove or replace_one")
+    record = "rdp" if accountant == "rdp" else "pld"
     if isinstance(b, int) and isinstance(n, int) and b > n:
         raise UsageError(f"--batch-size {b} is not allowed: must be ≤ --dataset-size {n}")
+    if neighbouring == "replace_one" and record == "rdp":
+        raise UsageError("--neighbouring replace_one is not allowed with --accountant rdp: only PLD computes "
+                         "replace-one for Poisson sampling")
     chosen = default_delta(n) if delta is None else delta
-    if delta is not None and delta > 1.0 / n:
-        (warn or _warn)(f"delta={delta:g} exceeds 1/N={1.0 / n:.3g}: such a δ allows releasing some examples outright")
-    calibrator = "pld" if accountant == "pld" else "rdp"
     if epsilon is not None:
-        return Plan.from_budget(n, b, s, epsilon, chosen, calibrator)
-    return Plan(n, b, s, sigma, chosen, None, calibrator)
+        target = Plan.from_budget(n, b, s, epsilon, chosen, record, neighbouring)
+    else:
+        target = Plan(n, b, s, sigma, chosen, None, record, neighbouring)
+    if target.delta_above_one_over_n:
+        (warn or _warn)(f"delta={chosen:g} is ≥ 1/N={1.0 / n:.3g}: such a δ allows releasing an example outright; "
+                        "training commands refuse it unless privacy.allow_large_delta = true")
+    return target
 
 
 def _warn(line: str) -> None:
@@ -151,11 +173,12 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
     its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
     writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
 
     cfg = as_config(config, overrides)
     check_config(cfg)
     check_out_dir(out)
+    check_resume(out, resume)
     from tanplan.engine.loop import train_and_evaluate
     from tanplan.engine.summary import RunSummary
 
@@ -170,9 +193,12 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     """The full-scale run, exactly accounted: BudgetExceeded (exit 3) before any step when its ε is over
     privacy.epsilon. best: a sweep's best.json whose configuration is launched. backend "local" (every
     local device) or "ray" (num_workers processes through Ray Train)."""
+    import json
+
     from tanplan.ray_session import check_address
     from tanplan.workflow import fit
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
+    from tanplan.workflow.launch import check_tuning_runs, tuning_of_best, with_tuning
     from tanplan.workflow.launch import launch as launch_stage
 
     cfg = as_config(config, overrides)
@@ -182,12 +208,20 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     if backend == "local" and (num_workers != 1 or gpus_per_worker or address):
         raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
                          "use --backend ray")
-    check_address(address)
+    check_address(address)  # malformed or unreachable: before any data is read
     check_config(cfg)
     check_out_dir(out)
-    return LaunchResult.from_dict(launch_stage(cfg, out, progress=progress, backend=backend, resume=resume,
-                                               num_workers=num_workers, gpus_per_worker=gpus_per_worker,
-                                               address=address, allow_public_noise=allow_public_noise))
+    check_resume(out, resume)
+    record = trials = note = None
+    if best:  # where the sweep's proxies trained: composed with the launch when it was the private set
+        record, trials, note = tuning_of_best(json.loads(Path(best).read_text(encoding="utf-8")), best)
+    check = (lambda run: check_tuning_runs(trials, run)) if trials is not None else None
+    result = launch_stage(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
+                          gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
+                          before_training=check)
+    if record is not None and result["accounting"]:
+        result = with_tuning(result, Path(out), record, trials)
+    return LaunchResult.from_dict({**result, "tuning_note": note})
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -25,9 +25,11 @@ from tanplan.privacy.plan import Plan
 _OPTIONAL = {"omit_none": True}
 
 
-def optional(default=None):
-    """A field absent from the JSON when None (a key the stage writes only sometimes)."""
-    return field(default=default, metadata=_OPTIONAL)
+def optional(default=None, *, present_with: str | None = None):
+    """A field absent from the JSON when None (a key the stage writes only sometimes); with present_with,
+    one of a group of keys written together: absent exactly when that field is None (its own value may
+    be None)."""
+    return field(default=default, metadata={**_OPTIONAL, "present_with": present_with})
 
 
 class Result:
@@ -37,7 +39,8 @@ class Result:
         out = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value is None and f.metadata.get("omit_none"):
+            anchor = f.metadata.get("present_with")
+            if (getattr(self, anchor) is None) if anchor else (value is None and f.metadata.get("omit_none")):
                 continue
             out[f.name] = _plain(value)
         return out
@@ -84,7 +87,8 @@ def _typed(hint, value):
 
 def _plan(data: Mapping) -> Plan:
     return Plan(int(data["dataset_size"]), int(data["batch_size"]), int(data["steps"]), float(data["sigma"]),
-                float(data["delta"]), data.get("target_epsilon"), data.get("accountant", "rdp"))
+                float(data["delta"]), data.get("target_epsilon"), data.get("accountant", "pld"),
+                data.get("neighbouring", "add_remove"))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -120,7 +124,8 @@ class PlanResult(Result):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PlanResult":
-        accountants = tuple(a for a in ("rdp", "pld") if data.get(f"eps_{a}") is not None)
+        record = data.get("accountant", "pld")  # reported first
+        accountants = tuple(a for a in (record, *({"rdp", "pld"} - {record})) if data.get(f"eps_{a}") is not None)
         sizes = data.get("dataset_sizes")
         return cls(plan=_plan(data), accountants=accountants, regime_text=data["regime_text"],
                    advice=tuple(data["advice"]), dataset_sizes=tuple(_plan(p) for p in sizes) if sizes else None,
@@ -141,6 +146,8 @@ class Proxy(Result):
     batch_size: int
     sigma: float
     delta: float
+    target_epsilon: float  # under the accountant of record
+    target_accountant: str
     target_eps_rdp: float
     note: str
 
@@ -152,6 +159,8 @@ class FrontierCandidate(Result):
     batch_size: int
     steps: int
     sigma: float
+    epsilon: float  # under the accountant of record, the one σ was calibrated with
+    accountant: str
     eps_rdp: float
     eta: float
     eta_step: float
@@ -201,7 +210,9 @@ class LaunchAccounting(Result):
 
     epsilon_rdp: float
     epsilon_pld: float
+    epsilon_replace_one: float | None
     accountant: str
+    neighbouring: str
     epsilon: float
     delta: float
     sigma: float
@@ -225,12 +236,24 @@ class LaunchResult(Result):
     summary: Any  # RunSummary (engine/: imported on use, the planner's results stay JAX-free)
     accounting: LaunchAccounting | None
     wall_seconds: float
+    tuning_note: str | None = None  # with best=: where the sweep's proxies trained, and what that means
+    # with best= of a sweep that recorded its tuning data: the total ε on the private set (privacy_spent.totals)
+    tuning_data: str | None = optional()
+    tuning: Mapping | None = optional(present_with="tuning_data")
+    epsilon_total_rdp: float | None = optional(present_with="tuning_data")
+    epsilon_total_pld: float | None = optional(present_with="tuning_data")
+    epsilon_total_replace_one: float | None = optional(present_with="tuning_data")
+    epsilon_total: float | None = optional(present_with="tuning_data")
+    epsilon_total_accountant: str | None = optional(present_with="tuning_data")
+    epsilon_total_note: str | None = optional(present_with="tuning_data")
+    epsilon_total_runs: int | None = optional(present_with="tuning_data")
+    guarantee: str | None = optional(present_with="tuning_data")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LaunchResult":
+        rest = {k: v for k, v in data.items() if k not in ("summary", "accounting")}
         return cls(summary=_summary_type().from_dict(data["summary"]),
-                   accounting=LaunchAccounting.from_dict(data["accounting"]) if data["accounting"] else None,
-                   wall_seconds=data["wall_seconds"])
+                   accounting=LaunchAccounting.from_dict(data["accounting"]) if data["accounting"] else None, **rest)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -244,6 +267,8 @@ class FrontierRow(Result):
     batch_size: int
     steps: int
     sigma: float
+    epsilon: float  # under the accountant of record, the one σ was calibrated with
+    accountant: str
     eps_rdp: float
     eta: float
     eta_step: float
@@ -328,7 +353,12 @@ class OptimizeResult(Result):
     # with an output folder: what the proxies cost (privacy_spent) and the total ε on the private set
     privacy_spent: Mapping | None = optional()
     tuning_data: str | None = optional()
-    epsilon_total_rdp: float | None = optional()
-    epsilon_total_pld: float | None = optional()
-    epsilon_total_runs: int | None = optional()
-    guarantee: str | None = optional()
+    epsilon_total_rdp: float | None = optional(present_with="tuning_data")
+    epsilon_total_pld: float | None = optional(present_with="tuning_data")
+    epsilon_total_replace_one: float | None = optional(present_with="tuning_data")
+    epsilon_total: float | None = optional(present_with="tuning_data")  # the accountant of record (else RDP)
+    epsilon_total_accountant: str | None = optional(present_with="tuning_data")
+    epsilon_total_note: str | None = optional(present_with="tuning_data")
+    epsilon_total_runs: int | None = optional(present_with="tuning_data")
+    guarantee: str | None = optional(present_with="tuning_data")
+

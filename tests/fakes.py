@@ -34,12 +34,24 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
             from tanplan.fileio import write_json_atomic
 
             write_json_atomic(Path(workdir) / "ledger.json", ledger.to_dict())
-        return {"test_accuracy": law(run if of_run else run.batch_size) + rng.normal(0, noise), "sigma": run.sigma,
-                "steps": run.steps, "wall_seconds": 0.0, "epsilon_rdp": ledger.epsilon("rdp"),
-                "dataset_size": run.dataset_size, "batch_size": run.batch_size}
+        return _summary(run, ledger, law(run if of_run else run.batch_size) + rng.normal(0, noise))
 
     train_fn.calls = calls
     return train_fn
+
+
+def _summary(run, ledger, accuracy: float) -> dict:
+    """A whole summary.json of the run (tanplan.engine.summary.RunSummary), as the engine returns it."""
+    from tanplan.engine.summary import RunSummary
+
+    return RunSummary(
+        test_accuracy=accuracy, test_loss=None, epsilon_rdp=ledger.epsilon("rdp"), epsilon_pld=None,
+        epsilon_replace_one=None, neighbouring=run.neighbouring, delta=run.delta, accountant=run.accountant,
+        private=run.private, noise_secret=True, dataset_size=run.dataset_size, batch_size=run.batch_size,
+        steps=run.steps, planned_steps=run.steps, sigma=run.sigma, snip_sigma=run.snip_sigma or None,
+        clip_norm=run.clip_norm, target=None, grad_method="fake", layout={}, backend="local", devices=1, processes=1,
+        resumed_from_step=0, steps_this_run=run.steps, wall_seconds=0.0, train_seconds=0.0, samples_per_second=None,
+        params_checksum="", evaluated_at_step=run.steps).to_dict()
 
 
 def _ledger(run):

@@ -29,10 +29,11 @@ def test_the_pages_example_runs(tmp_path):
     import tanplan
 
     plan = tanplan.plan(dataset_size=2000, batch_size=200, steps=20, epsilon=1.0)  # what the page computed
-    assert f"σ = {plan.sigma:.3f}, exact ε (RDP) = {plan.epsilon('rdp'):.3f}, {plan.regime_text}" in out, out
+    assert (f"σ = {plan.sigma:.3f}, exact ε = {plan.epsilon():.3f} (PLD, of record; RDP {plan.epsilon('rdp'):.3f}), "
+            f"δ = {2000 ** -1.1:.3g} (N^-1.1), {plan.regime_text}") in out, out
     assert f"proxy B' = 50, σ' = {plan.sigma / 4:.3f}, 4x cheaper" in out, out
-    trained = re.search(r"accuracy (\S+) at ε = (\S+), route ghost", out)
+    trained = re.search(r"accuracy (\S+) at ε = (\S+) \(PLD\), route ghost", out)
     assert trained and float(trained[1]) > 0.8 and float(trained[2]) <= 1.0, out
-    launched = re.search(r"launch: accuracy (\S+), ε = (\S+) \(RDP\)", out)
-    assert launched and float(launched[1]) > 0.8 and float(launched[2]) <= 1.0, out
+    launched = re.search(r"launch: accuracy (\S+), ε = (\S+) \(PLD; RDP (\S+), replace-one (\S+)\)", out)
+    assert launched and float(launched[1]) > 0.8 and float(launched[2]) <= 1.0 < float(launched[3]), out
     assert "refused: model.name = 'my_pkg.nets:make_batchnorm' is not allowed: it keeps the collection 'batch_stats'" in out

@@ -7,6 +7,7 @@ folder on their PYTHONPATH."""
 import json
 import sys
 
+import numpy as np
 import pytest
 from helpers import run_cli
 from plugin_fixture import plugin_toml, write_memmap_data, write_package
@@ -127,3 +128,36 @@ def test_tanplan_run_with_the_plugins_end_to_end_in_a_fresh_process(package, tmp
     assert json.loads(trial.read_text())["test_accuracy"] is not None
     card = json.loads((tmp_path / "run" / "launch" / "model" / "model.json").read_text())
     assert card["model"] == "userpkg.nets:make_model" and card["steps"] == 6
+
+
+def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(tmp_path, monkeypatch):
+    """identity() (what a run's secret is bound to, tanplan.engine.run_folder) names each plug-in's import
+    path and a digest of its module's file: an edited plug-in under the same path is another run. A source
+    larger than memory is identified by what it declares, without a read."""
+    from tanplan.engine.run_folder import identity
+    from tanplan.engine.setup import load_data
+    from tanplan.plugins import resolve
+    from tanplan.privacy.mechanism import resolve_plan
+
+    write_package(tmp_path / "pkg", name="idpkg")
+    write_memmap_data(tmp_path / "data")
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    cfg = load_config(None, ["data.dataset=idpkg.data:load", f"data.path={tmp_path / 'data'}",
+                             "model.name=idpkg.nets:make_model", "task.loss=idpkg.losses:smoothed",
+                             "privacy.epsilon=4", "train.batch_size=32", "train.steps=6"])
+    data = load_data(cfg)
+    plan, params = resolve_plan(cfg, data.num_train), {"w": np.zeros((2, 3), np.float32)}
+    resolve(cfg.model.name, "model.name"), resolve(cfg.task.loss, "task.loss")  # imported, as prepare() does
+    from idpkg.data import OPENED
+
+    reads = [len(s.reads) for s in OPENED if s.split == "train"]
+    before = identity(cfg, plan, data, params)
+    assert [len(s.reads) for s in OPENED if s.split == "train"] == reads == [0]  # no training row read
+    assert before["plugin.model.name"].startswith("idpkg.nets:make_model@")
+    assert {"plugin.data.dataset", "plugin.task.loss"} <= set(before) and "plugin.task.metric" not in before
+    nets = tmp_path / "pkg" / "idpkg" / "nets.py"
+    nets.write_text(nets.read_text() + "\n# edited\n")
+    after = identity(cfg, plan, data, params)
+    assert {k for k in before if before[k] != after[k]} == {"plugin.model.name"}
+    for name in [m for m in sys.modules if m == "idpkg" or m.startswith("idpkg.")]:
+        del sys.modules[name]

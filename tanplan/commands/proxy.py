@@ -23,14 +23,15 @@ def run(args) -> int:
 
     proxies = api.proxy(args.dataset_size, args.batch_size, args.steps, proxy_batch_sizes=args.proxy_batch_size or (),
                         savings=args.savings, sigma=args.sigma, epsilon=args.epsilon, delta=args.delta,
-                        accountant=args.accountant, warn=_warn)
+                        accountant=args.accountant, neighbouring=args.neighbouring, warn=_warn)
     rows = [p.to_dict() for p in proxies]
     if args.json:
         print_json(rows[0] if len(rows) == 1 else rows)
         return 0
     t = rows[0]
     print_table([("target", f"B={t['batch_size']:,}  σ={t['sigma']:.4g}  S={t['steps']:,}  "
-                            f"η_step={t['eta_step']:.4g}  exact ε (RDP)={t['target_eps_rdp']:.4g}")],
+                            f"η_step={t['eta_step']:.4g}  exact ε ({t['target_accountant'].upper()})={t['target_epsilon']:.4g}, "
+                            f"RDP {t['target_eps_rdp']:.4g}")],
                 title="TAN proxy")
     for r in rows:
         print(f"  proxy   B'={r['proxy_batch_size']:,}  σ'={r['proxy_sigma']:.4g}  S={r['steps']:,}  "

@@ -21,7 +21,7 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
 
     cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
-    # names, paths and plug-ins are checked before the data is loaded or generated
+    # names, paths, plug-ins, the folder and --resume are checked before the data is loaded or generated
     summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet).to_dict()
     if args.json:
         print_json(summary)
@@ -29,7 +29,9 @@ def run(args) -> int:
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
     rows = [
         ("test accuracy", fmt(summary["test_accuracy"], "{:.4f}")),
-        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')}"),
+        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')} "
+                                f"(add/remove-one; {summary['accountant']} of record)"),
+        ("epsilon, replace-one (pld)", fmt(summary["epsilon_replace_one"], "{:.3f}")),
         ("delta", fmt(summary["delta"])),
         ("batch size, steps, sigma", f"{summary['batch_size']}, {summary['steps']}, {fmt(summary['sigma'])}"),
         ("wall time", f"{summary['wall_seconds']:.1f} s"),

@@ -21,7 +21,7 @@ class Dataset:
     ``mean`` and ``std`` hold the per-channel constants so that augmentations that work in pixel space
     (colour jitter) can undo it. 1D signals are (n, length, channels) float32, with mean/std None.
     Labels are int32 in [0, num_classes). Loaders may pass num_classes=0 to validated(), which then
-    infers it as the largest label + 1.
+    infers it as the largest TEST label + 1 (public; the training labels are private).
     """
 
     name: str
@@ -107,13 +107,38 @@ def validated(ds: Dataset, source: str) -> Dataset:
         if not np.isfinite(x).all():
             raise UsageError(f"{source}: x_{split} holds NaN or infinite values")
     labels = np.concatenate([y_train, y_test])
-    num_classes = int(ds.num_classes) if ds.num_classes > 0 else int(labels.max()) + 1
+    # an undeclared class count comes from the public test labels, never from the private training labels
+    # (it is published: model.json); a training label outside it is refused below
+    num_classes = int(ds.num_classes) if ds.num_classes > 0 else int(y_test.max()) + 1
     if labels.min() < 0 or labels.max() >= num_classes:
-        raise UsageError(f"{source}: labels must lie in [0, {num_classes}); found "
+        origin = (" (an npz file's class count is its num_classes entry, else its largest test label + 1: add "
+                  "num_classes to the file)") if ds.name == "npz" else ""
+        raise UsageError(f"{source}: labels must lie in [0, {num_classes}){origin}; found "
                          f"{int(labels.min())}..{int(labels.max())}")
     if num_classes < 2:
         raise UsageError(f"{source}: found {num_classes} class; a classifier needs at least 2")
     return Dataset(ds.name, x_train, y_train, x_test, y_test, num_classes, ds.mean, ds.std)
+
+
+def row_digests(x: np.ndarray) -> set[bytes]:
+    """A 16-byte digest of each example's input (float32 bytes): two sets that share an example share a
+    digest (used to refuse a "public" tuning set that holds private examples)."""
+    import hashlib
+
+    rows = np.ascontiguousarray(np.asarray(x, np.float32).reshape(len(x), -1))
+    return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
+
+
+def source_digests(source, rows: int = 65_536) -> set[bytes]:
+    """row_digests of every row of a random-access source (tanplan.data.source), read in consecutive
+    slices of `rows` (bounded memory: a source larger than memory is scanned, never held)."""
+    from tanplan.data.source import read_rows
+
+    found: set[bytes] = set()
+    for start in range(0, len(source), rows):
+        x, _ = read_rows(source, np.arange(start, min(start + rows, len(source))))
+        found |= row_digests(x)
+    return found
 
 
 def _labels(y, what: str) -> np.ndarray:

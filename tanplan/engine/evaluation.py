@@ -36,7 +36,7 @@ def evaluate(eval_batch, params, test, batch_size: int, mesh) -> dict[str, float
 
     ndev = mesh.devices.size
     n = len(test)
-    batch_size = -(-batch_size // ndev) * ndev
+    batch_size = -(-min(batch_size, n) // ndev) * ndev  # no padding beyond the test set
     loss, correct = 0.0, 0.0
     for start in range(0, n, batch_size):
         x, y = read_rows(test, np.arange(start, min(start + batch_size, n)))

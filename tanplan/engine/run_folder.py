@@ -73,10 +73,12 @@ class RunFolder:
     def private_dir(self) -> Path | None:
         return self.out / CHECKPOINT if self.out is not None else None
 
-    def secret(self, noise_seed: int, *, create: bool = True):
+    def secret(self, noise_seed: int, identity: dict | None = None, *, create: bool = True):
+        """The run's secret, bound to its identity: reused only by a resume of the same run
+        (tanplan.dp.secret.for_run)."""
         from tanplan.dp import secret
 
-        return secret.for_run(self.private_dir, noise_seed, create=create)
+        return secret.for_run(self.private_dir, noise_seed, identity=identity, resume=self.resume, create=create)
 
     def restore(self, template, fingerprint: dict, log=print):
         """(state, meta) of the newest intact checkpoint, or None; UsageError if its config differs."""
@@ -170,6 +172,80 @@ def fingerprint(cfg: Config, plan) -> dict:
     relevant["experiment"].pop("name", None)
     return {"config": relevant, "q": plan.q, "sigma": plan.sigma, "delta": plan.delta,
             "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
+
+
+def identity(cfg: Config, plan, dataset, params) -> dict:
+    """What a run's noise protects, as flat {key: value}: every config key its batches, noise and updates
+    depend on (`fingerprint`, which holds the plug-ins' import paths and options), the plan's numbers, the
+    identity of its training data (`training_set`), the code of each plug-in it computes with (`plugins`)
+    and its parameters' structure. The run's secret is bound to it (tanplan.dp.secret)."""
+    import hashlib
+
+    fp = fingerprint(cfg, plan)
+    flat = {f"{section}.{key}": value for section, values in fp["config"].items() for key, value in values.items()}
+    flat.update({f"plan.{key}": value for key, value in fp.items() if key != "config"})
+    flat["data.training_set"] = training_set(dataset)
+    flat.update(plugins(cfg))
+    flat["model.parameter_structure"] = hashlib.blake2b(repr(structure(params)).encode(), digest_size=16).hexdigest()
+    return flat
+
+
+def training_set(dataset) -> str:
+    """A digest identifying the training rows: of every row of an in-memory dataset; of what a source
+    declares about itself without being read (its type, N, input shape, classes and `fingerprint`: a
+    memmap's file path, size and time) for sources larger than memory, which are never read whole."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.blake2b(digest_size=16)
+    if getattr(dataset, "in_memory", True):
+        for array in (dataset.x_train, dataset.y_train):
+            array = np.ascontiguousarray(array)
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
+    else:
+        train = dataset.train
+        kind = f"{type(train).__module__}.{type(train).__qualname__}"
+        digest.update(repr((kind, len(train), tuple(dataset.input_shape), dataset.num_classes,
+                            getattr(dataset, "fingerprint", ""))).encode())
+    return digest.hexdigest()
+
+
+PLUGIN_SETTINGS = ("data.dataset", "model.name", "task.loss", "task.metric")
+
+
+def plugins(cfg: Config) -> dict:
+    """{"plugin.<setting>": digest} of the source file of each plug-in module the run computes with (its
+    loader, model and [task] functions; tracking writers compute nothing): a plug-in edited under the same
+    import path is another run. A module with no file is identified by its import path alone."""
+    import hashlib
+    import importlib
+
+    from tanplan.plugins import is_import_path
+
+    found = {}
+    for setting in PLUGIN_SETTINGS:
+        section, key = setting.split(".")
+        path = getattr(getattr(cfg, section), key)
+        if not is_import_path(path):
+            continue
+        module = importlib.import_module(path.partition(":")[0])  # imported already, by prepare()
+        origin = getattr(module, "__file__", None)
+        try:
+            code = Path(origin).read_bytes() if origin else b""
+        except OSError:
+            code = b""
+        found[f"plugin.{setting}"] = f"{path}@{hashlib.blake2b(code, digest_size=16).hexdigest() if code else '?'}"
+    return found
+
+
+def structure(params) -> tuple:
+    """Every parameter's path, shape and dtype."""
+    import jax
+
+    return tuple((jax.tree_util.keystr(path), tuple(leaf.shape), str(leaf.dtype))
+                 for path, leaf in jax.tree_util.tree_leaves_with_path(params))
 
 
 def differences(saved: dict, wanted: dict, prefix: str = "") -> list[str]:
