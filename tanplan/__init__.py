@@ -19,13 +19,15 @@ _EXPORTS = {
     # planning (no JAX)
     "plan": "tanplan.api", "proxy": "tanplan.api", "frontier": "tanplan.api",
     # one run, and the stages
-    "train": "tanplan.api", "launch": "tanplan.api", "optimize": "tanplan.api", "audit": "tanplan.api",
+    "train": "tanplan.api", "launch": "tanplan.api", "sweep": "tanplan.api", "fit": "tanplan.api", "run": "tanplan.api",
+    "optimize": "tanplan.api", "audit": "tanplan.api",
     # configs and plans
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
     "Plan": "tanplan.privacy.plan",
     # typed results
     "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
     "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
+    "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.results",
     "AuditResult": "tanplan.workflow.audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",

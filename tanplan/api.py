@@ -4,6 +4,7 @@
 
     plan = tanplan.plan(dataset_size=50_000, batch_size=4096, steps=2500, epsilon=8.0)
     summary = tanplan.train("experiments/mnist1d.toml", "runs/x", overrides={"train.steps": 100})
+    result = tanplan.run("experiments/mnist1d.toml", "runs/all")   # plan → ladder → sweep → fit → launch
 
 A stage takes a Config, a TOML path or None (the defaults), with `overrides` ({"train.steps": 100} or
 ["train.steps=100"]), checks every input before it loads data, writes a file or trains (UsageError: one
@@ -21,7 +22,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tanplan.config import Config, load_config, with_tuned
 from tanplan.errors import UsageError
-from tanplan.results import FrontierResult, LaunchResult, OptimizeResult, PlanResult, Proxy
+from tanplan.results import (FitResult, FrontierResult, LaunchResult, OptimizeResult, PlanResult, Proxy, RunResult,
+                             SweepResult)
 
 ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
@@ -226,6 +228,136 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
 
 # ----------------------------------------------------------------------------------------------------
 # Stages
+
+
+def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
+          proxy_batch_size: int | None = None, trials: int | None = None, top_k: int | None = None,
+          seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
+          address: str | None = None, resume: bool = False, log: Callable[[str], None] = lambda line: None
+          ) -> SweepResult:
+    """The hyper-parameter search on the constant-η_step proxy (B', σ·B'/B, S) with Ray Tune and Optuna;
+    writes out/best.json (the SweepResult's to_dict()), sweep.csv, sweep.md and privacy_spent.json. The
+    trials train on the [tuning] data (public by default). Arguments left None take the [sweep] section's
+    values. Raises KeyboardInterrupt when interrupted (finished trials are kept: resume=True continues)."""
+    from tanplan.fileio import write_json_atomic
+    from tanplan.workflow import privacy_spent, tuning
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_sweep_space
+    from tanplan.workflow.sweep.search import check_address, check_proxy, prepare, run_sweep
+    from tanplan.workflow.sweep.study import check_study_file
+
+    if top_k is not None and top_k < 0:
+        raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
+    cfg = as_config(config, overrides)
+    check_config(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
+    check_out_dir(out)
+    check_address(address)
+    check_study_file(Path(out), resume=resume)
+    check_proxy(cfg, proxy_batch_size)
+    check_sweep_space(cfg)
+    tuning.check(cfg)
+    tune = tuning.for_config(cfg)  # the trials train the proxies' config: [tuning] data, public by default
+    spec = prepare(tune.proxy_cfg, proxy_batch_size=proxy_batch_size, trials=trials, top_k=top_k, seeds=seeds,
+                   scheduler=scheduler, max_concurrent=max_concurrent)
+    t, p = spec.target, spec.proxy
+    log(f"tanplan sweep: target B={t['batch_size']} σ={_g(t.get('sigma'))} S={t['steps']}  ->  proxy "
+        f"B'={p['batch_size']} σ'={_g(p.get('sigma'))}  ({t['batch_size'] / p['batch_size']:.3g}x cheaper), "
+        f"{spec.trials} trials over {', '.join(d.name for d in spec.dims)}; proxies learn on {tune.source}")
+    summary = run_sweep(spec, Path(out), address=address, resume=resume, log=log)
+    summary["privacy_spent"] = privacy_spent.report(Path(out) / "trials", out, "sweep trials and re-runs", tune)
+    summary["tuning"] = tune.to_dict()
+    summary["trials_dir"] = "trials"  # `launch --best` composes these ledgers with the launch's (private tuning)
+    write_json_atomic(Path(out) / "best.json", summary)
+    return SweepResult.from_dict(summary)
+
+
+def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
+        best: str | os.PathLike | None = None, batch_sizes: Iterable[int] | str | None = None,
+        seeds: int | None = None, vary: str = "batch", factors: Iterable[float] | None = None,
+        proxy_batch_size: int | None = None, law: str | None = None, log: Callable = lambda *a, **k: None
+        ) -> FitResult:
+    """vary="batch": train the proxies at batch_sizes (or "auto": the proxy ladder finds the knee), fit
+    accuracy = a + b·ln B and predict the target with its interval; vary="steps": the privacy-parameter
+    search at constant η (S·k², B/k for k in factors); vary="data": the dataset-size study at fixed (B, σ,
+    S). Every proxy trains on the [tuning] data; writes the fit's files and privacy_spent.json into out.
+    best: a sweep's best.json whose configuration is trained. None takes the [fit] section's value."""
+    from tanplan.reports import fit as fit_report
+    from tanplan.workflow import fit as fit_stage
+    from tanplan.workflow import ladder, tuning
+    from tanplan.workflow.inputs import check_config, check_out_dir
+
+    if vary not in ("batch", "steps", "data"):
+        raise UsageError(f"vary {vary!r} is not allowed: use batch, steps or data")
+    cfg = as_config(config, overrides)
+    cfg = with_tuned(cfg, fit_stage.load_best_overrides(best), f"--best {best}")
+    section = cfg.fit
+    sizes = batch_sizes or section.batch_sizes
+    sizes = sizes if sizes == "auto" else list(sizes)
+    seeds = seeds or section.seeds
+    out = Path(out)
+    check_config(cfg)  # before any data is read
+    check_out_dir(out)
+    tuning.check(cfg)
+    if vary == "batch" and sizes == "auto":
+        ladder.check_ladder(cfg)
+    elif vary == "batch":
+        fit_stage.check_batch_sizes(sizes, cfg.train.batch_size)
+    if vary in ("data", "steps"):
+        if proxy_batch_size is None and sizes == "auto":
+            raise UsageError(f"--vary {vary} needs --proxy-batch-size (or explicit --batch-sizes): the proxy B' "
+                             "that every member trains")
+        proxy_b = proxy_batch_size or min(sizes)
+    tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
+    proxies = tune.proxy_cfg
+    if vary == "data":
+        result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)
+    elif vary == "steps":
+        result = fit_stage.privacy_parameter_search(proxies, list(factors or section.factors), proxy_b, seeds, out,
+                                                    log=log)
+    elif sizes == "auto":
+        result = ladder.ladder_fit(proxies, out, law=law or section.law, log=log)
+    else:
+        result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
+                                         log=log)
+        fit_report.write_fit_report(result, out)
+    _report_spent(result, out, tune, log)
+    return FitResult.from_dict(result)
+
+
+def _report_spent(result: dict, out: Path, tune, log) -> None:
+    """privacy_spent.json of the fit's runs (into result), and one line saying what it is the cost to."""
+    from tanplan.workflow import privacy_spent
+
+    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    result["tuning"] = tune.to_dict()
+    whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
+             else "the private training set")
+    log(f"ε of its {spent['runs']} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
+        f"({out / privacy_spent.FILE})")
+
+
+def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None, trials: int | None = None,
+        proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
+        address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
+        baseline_public: str | None = None, log: Callable = lambda *a, **k: None) -> RunResult:
+    """The whole workflow: plan → proxy ladder → sweep → scaling-law fit → launch, with one report
+    (out/report.md) comparing the prediction with the launch. Not launched (RunResult.launched False,
+    .reason, .what_to_change; the command exits 4) when the ladder finds no knee within its budget or the
+    law does not hold, unless launch_anyway. tune_data: "public" | "private" ([tuning] data). Every stage's
+    input is checked before any data is read."""
+    from tanplan.workflow.pipeline import run_pipeline
+
+    if tune_data not in (None, "public", "private"):
+        raise UsageError(f"tune_data {tune_data!r} is not allowed: use public or private")
+    cfg = as_config(config, overrides)
+    if tune_data:
+        cfg = cfg.with_overrides({"tuning.data": tune_data})
+    return RunResult.from_dict(run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
+                                            baseline_features=baseline_features, baseline_public=baseline_public,
+                                            proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway))
+
+
+def _g(v) -> str:
+    return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Overrides = None,

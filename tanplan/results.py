@@ -362,3 +362,93 @@ class OptimizeResult(Result):
     epsilon_total_runs: int | None = optional(present_with="tuning_data")
     guarantee: str | None = optional(present_with="tuning_data")
 
+
+# ----------------------------------------------------------------------------------------------------
+# The stages: sweep, fit, run. Their JSON is wide and grows with the stages, so each result keeps it
+# whole (`record`: to_dict() returns it unchanged) and types the figures a caller acts on.
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Recorded(Result):
+    """A result whose to_dict() is `record`, the stage's JSON as written; the other fields are read from it."""
+
+    record: Mapping = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(dict(self.record))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        hints = typing.get_type_hints(cls)
+        typed = {f.name: _typed(hints[f.name], data.get(f.name)) for f in dataclasses.fields(cls) if f.name != "record"}
+        return cls(record=dict(data), **typed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult(_Recorded):
+    """`tanplan sweep` (best.json): the best proxy configuration found, and what its runs cost.
+
+    best: {"trial", "params", "search_accuracy", "mean_accuracy", "std_accuracy", "reruns", ...} or None
+    when no trial finished; privacy_spent: every trial's and re-run's releases composed (the cost to the
+    tuning data: public by default, `tuning`)."""
+
+    best: Mapping | None
+    trials: Mapping
+    privacy_spent: Mapping
+    tuning: Mapping
+
+    @property
+    def best_params(self) -> Mapping | None:
+        """The hyper-parameters of the best configuration (what `launch --best` trains)."""
+        return self.best["params"] if self.best else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitResult(_Recorded):
+    """`tanplan fit`: the batch scaling law and its prediction for the target (predicted_accuracy,
+    prediction_interval, law_holds, verdict), or with vary="steps"/"data" the members of the privacy-
+    parameter search or the dataset-size study (members, best); privacy_spent: what its runs cost."""
+
+    predicted_accuracy: float | None = None
+    prediction_interval: tuple[float, ...] | None = None
+    law_holds: bool | None = None
+    verdict: str | None = None
+    members: tuple[Mapping, ...] | None = None
+    best: Mapping | None = None
+    privacy_spent: Mapping | None = None
+    tuning: Mapping | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult(_Recorded):
+    """`tanplan run` (its summary.json): whether the target was launched (or why not, and what to change),
+    the proxies' prediction and its interval against the launch's accuracy, the launch's exact ε and the
+    total ε on the private set (every release that touched it: the launch, and private-tuning proxies).
+
+    The launch's own summary is in the run folder's launch/summary.json (tanplan.RunSummary)."""
+
+    launched: bool
+    stopped_at: str | None = None
+    reason: str | None = None
+    what_to_change: str | None = None
+    predicted_accuracy: float | None = None
+    prediction_interval: tuple[float, ...] | None = None
+    actual_accuracy: float | None = None
+    actual_inside_interval: bool | None = None
+    law_holds: bool | None = None
+    verdict: str | None = None
+    epsilon: float | None = None  # the launch's, under the accountant of record
+    epsilon_rdp: float | None = None
+    epsilon_pld: float | None = None
+    epsilon_replace_one: float | None = None
+    accountant: str | None = None
+    delta: float | None = None
+    sigma: float | None = None
+    batch_size: int | None = None
+    steps: int | None = None
+    tuning_data: str | None = None
+    epsilon_total: float | None = None  # every release on the private set composed
+    epsilon_total_accountant: str | None = None
+    guarantee: str | None = None
+    proxy_compute_fraction: float | None = None
+    wall_seconds: float | None = None

@@ -36,4 +36,5 @@ def test_the_pages_example_runs(tmp_path):
     assert trained and float(trained[1]) > 0.8 and float(trained[2]) <= 1.0, out
     launched = re.search(r"launch: accuracy (\S+), ε = (\S+) \(PLD; RDP (\S+), replace-one (\S+)\)", out)
     assert launched and float(launched[1]) > 0.8 and float(launched[2]) <= 1.0 < float(launched[3]), out
+    assert re.search(r"fit: law holds (True|False), prediction \S+, ε of the proxies \S+ \(RDP\)", out), out
     assert "refused: model.name = 'my_pkg.nets:make_batchnorm' is not allowed: it keeps the collection 'batch_stats'" in out

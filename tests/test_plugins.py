@@ -130,6 +130,43 @@ def test_tanplan_run_with_the_plugins_end_to_end_in_a_fresh_process(package, tmp
     assert card["model"] == "userpkg.nets:make_model" and card["steps"] == 6
 
 
+def _sweep_in_process(spec, out, *, address=None, resume=False, log=None):
+    """search.run_sweep without Ray: each trial through run_trial (what a Ray worker runs) with the real
+    engine, best = the first (the test above runs the same stage through Ray workers)."""
+    from pathlib import Path
+
+    from tanplan.workflow.sweep.space import overrides
+    from tanplan.workflow.sweep.trial import run_trial
+
+    params = {d.name: d.choices[0] if d.is_choice else d.low for d in spec.dims}
+    for i in range(spec.trials):
+        run_trial({"params": params, "trial": i, "seed": spec.seed + i, "kind": "search"}, base=spec.base,
+                  dims=spec.dims, trials_dir=str(Path(out) / "trials"))
+    best = {"trial": 0, "params": params, "overrides": overrides(spec.dims, params), "search_accuracy": None,
+            "mean_accuracy": None}
+    return {"best": best, "trials": {"finished": spec.trials, "pruned": 0, "diverged": 0, "error": 0},
+            "wall_seconds": {"search": 0.0, "reruns": 0.0}}
+
+
+def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, monkeypatch):
+    """tanplan.run on the same TOML in this process: plan, sweep, fit and launch of the plugged-in model on the
+    plugged-in source, the sweep's trial trained in this process (no Ray: the test above covers the workers);
+    the typed result is the summary.json the command prints."""
+    from tanplan.workflow.sweep import search
+
+    monkeypatch.setattr(search, "run_sweep", _sweep_in_process)
+    toml = tmp_path / "run.toml"
+    toml.write_text(plugin_toml(on_path / "data", extra=RUN_EXTRA.replace("seeds = 2", "seeds = 1")))
+    result = tanplan.run(toml, tmp_path / "run", launch_anyway=True)
+    assert isinstance(result, tanplan.RunResult) and result.launched and result.actual_accuracy > 0.8
+    assert result.to_dict() == json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert result.accountant == "pld" and result.epsilon <= 4.0 and result.tuning_data == "private"
+    assert result.epsilon_total > result.epsilon  # the private proxies' releases composed with the launch's
+    assert result.predicted_accuracy is None or len(result.prediction_interval) == 2
+    launched = tanplan.RunSummary.from_dict(json.loads((tmp_path / "run" / "launch" / "summary.json").read_text()))
+    assert launched.steps == 6 and launched.grad_method == "ghost" and launched.dataset_size == 240
+
+
 def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(tmp_path, monkeypatch):
     """identity() (what a run's secret is bound to, tanplan.engine.run_folder) names each plug-in's import
     path and a digest of its module's file: an edited plug-in under the same path is another run. A source

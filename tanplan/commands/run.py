@@ -29,16 +29,14 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan.config import load_config
+    from tanplan import api
     from tanplan.errors import NotLaunched
     from tanplan.reports.fit import prediction_text
-    from tanplan.workflow.pipeline import run_pipeline
 
-    cfg = load_config(args.config, args.set + ([f"tuning.data={args.tune_data}"] if args.tune_data else []))
-    summary = run_pipeline(cfg, args.out, trials=args.trials, address=args.address,
-                           log=(lambda *a: None) if args.json else print, baselines=args.baselines,
-                           baseline_features=args.baseline_features, baseline_public=args.baseline_public,
-                           proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway)
+    summary = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
+                      address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
+                      baseline_features=args.baseline_features, baseline_public=args.baseline_public,
+                      proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway).to_dict()
     if args.json:
         print_json(summary)
     if not summary["launched"]:
