@@ -66,22 +66,38 @@ def reruns_frame(study, spec: SweepSpec):
     return pd.DataFrame(rows, columns=columns)
 
 
+SPREAD_RATIO = 2.0  # a configuration whose seeds scatter more than this × the others' pooled std is unstable
+
+
 def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
-    """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran)."""
+    """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran), the ones
+    flagged unstable last: a re-run that diverged or failed, or seeds that scatter more than SPREAD_RATIO
+    × the other configurations' pooled standard deviation (a spike in one seed, or a learning rate at
+    the edge of stability: such a configuration transfers badly to the launch, whose noise is new)."""
     ranked = []
     for t in top_trials(search, spec.top_k or 1):
-        accs = [a for a in reruns_df.loc[(reruns_df.source_trial == t.number) & (reruns_df.status == FINISHED),
-                                         METRIC].tolist() if finite(a)]
+        mine = reruns_df[reruns_df.source_trial == t.number]
+        accs = [a for a in mine.loc[mine.status == FINISHED, METRIC].tolist() if finite(a)]
         mean = sum(accs) / len(accs) if accs else None
         std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else None
+        failed = int((mine.status != FINISHED).sum())
         ranked.append({"trial": t.number, "params": dict(t.params), "overrides": overrides(spec.dims, t.params),
                        "search_accuracy": t.value, "seed": t.user_attrs.get("seed"),
-                       "mean_accuracy": mean, "std_accuracy": std,
+                       "mean_accuracy": mean, "std_accuracy": std, "accuracies": accs,
                        "min_accuracy": min(accs) if accs else None, "max_accuracy": max(accs) if accs else None,
-                       "reruns": len(accs)})
+                       "reruns": len(accs), "failed_reruns": failed,
+                       "flags": ["diverged or failed"] if failed else []})
+    for r in ranked:
+        others = [o for o in ranked if o is not r and o["std_accuracy"] is not None]
+        dof = sum(o["reruns"] - 1 for o in others)
+        if r["std_accuracy"] is not None and dof > 0:
+            pooled = math.sqrt(sum((o["reruns"] - 1) * o["std_accuracy"] ** 2 for o in others) / dof)
+            if r["std_accuracy"] > SPREAD_RATIO * pooled:
+                r["flags"].append(f"seeds scatter {r['std_accuracy'] / pooled:.1f}× the others'")
     with_mean = [r for r in ranked if r["mean_accuracy"] is not None]
     if with_mean and spec.top_k:
-        ranked = sorted(with_mean, key=lambda r: -r["mean_accuracy"]) + [r for r in ranked if r["mean_accuracy"] is None]
+        ranked = (sorted(with_mean, key=lambda r: (bool(r["flags"]), -r["mean_accuracy"]))
+                  + [r for r in ranked if r["mean_accuracy"] is None])
     return ranked
 
 
@@ -97,7 +113,8 @@ def write_results(out: Path, spec: SweepSpec, search, reruns) -> dict:
     best = ranked[0] if ranked else None
     summary = {
         "best": best,
-        "ranked_by": "mean over re-runs" if best and best["mean_accuracy"] is not None else "search accuracy",
+        "ranked_by": ("mean over re-runs, unstable configurations last" if best and best["mean_accuracy"] is not None
+                      else "search accuracy"),
         "ranking": ranked,
         "target": spec.target,
         "proxy": spec.proxy,
