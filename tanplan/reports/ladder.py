@@ -40,7 +40,7 @@ def ladder_markdown(result: dict) -> str:
         accs = ", ".join(f"{a:.3f}" for a in r["accuracies"])
         sigma = f"{r['sigma']:.4g}" if r.get("sigma") is not None else "—"
         lines.append(f"| {r['batch_size']} | {sigma} | {r['seeds']} | {accs} | {r['mean']:.4f} ± {r['std']:.4f} |")
-    steps = "; ".join(f"B'={s['batch_size']} × {s['seeds']} ({s['why']})" for s in result["steps"])
+    steps = "; ".join(_steps(result["steps"]))
     budget = (f"Budget: Σ B'·S ≤ {result['budget_per_step']:g}·S, i.e. {result['budget_fraction']:.4g} of the "
               f"target's B·S (B = {result['target_batch_size']}, S = {result['steps_per_run']}: the larger of "
               f"fit.max_proxy_fraction = {result['max_proxy_fraction']:g} and fit.min_proxy_budget = "
@@ -53,6 +53,17 @@ def ladder_markdown(result: dict) -> str:
     change = f"\n\n**What to change**: {result['what_to_change']}." if result.get("what_to_change") else ""
     return (f"{chr(10).join(lines)}\n\n**{_capital(result['reason'])}.**{change}\n\nSteps: {steps}.\n\n{rule}\n\n"
             f"{budget}")
+
+
+def _steps(steps: list[dict]) -> list[str]:
+    """The rule's steps, consecutive ones with the same size and reason merged: "B'=16 × 4 (why)"."""
+    merged: list[list] = []
+    for s in steps:
+        if merged and merged[-1][0] == s["batch_size"] and merged[-1][2] == s["why"]:
+            merged[-1][1] += s["seeds"]
+        else:
+            merged.append([s["batch_size"], s["seeds"], s["why"]])
+    return [f"B'={b} × {n} ({why})" for b, n, why in merged]
 
 
 def write_ladder_report(result: dict, out: Path) -> None:

@@ -10,6 +10,12 @@ target B the sampling-noise term is nearly gone (TAN, Sander et al. 2023). Three
 - ``flat``: acc = a (the paper's CIFAR-10 finding past the knee);
 - ``log-linear``: acc = a + b·ln B' (the paper's ImageNet law; it extrapolates ln(B/B'_max) beyond the data).
 
+`[fit] law = "auto"` chooses between noise and flat. The log-linear form is not among its candidates:
+both others level off as B' grows, as the sampling noise they model vanishes, while a line in ln B'
+extrapolates every rung's seed noise ln(B/B'_max) further, and on a few held-out rungs it wins by chance
+often enough to matter (a quarter of the draws on a pool whose truth is a + c/B', each 6 points off at
+the target; docs/calibration.md). It stays available as `law = "log-linear"`.
+
 Below a knee the smallest proxies fall off faster than 1/B', so the law is fitted on a window of rungs
 B'_min, ..., B'_max: the widest window on which the noise form passes a lack-of-fit F test (seeds are
 replicates: the scatter of the rung means around the law against the scatter of the seeds, at
@@ -42,6 +48,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 FORMS = ("noise", "flat", "log-linear")
+AUTO_FORMS = ("noise", "flat")  # law "auto" chooses among these; log-linear only when asked for (see below)
 LACK_OF_FIT_ALPHA = 0.05  # the noise form "fits" a window unless its lack-of-fit test rejects at this level
 MIN_WINDOW = 3  # rungs a law is fitted on: two for its coefficients, one more to hold out
 
@@ -293,7 +300,7 @@ def eval_set_variance(accuracy: float, proxy_test_size: int | None, launch_test_
 
 
 def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level: float = 0.95,
-            forms: Sequence[str] = FORMS, test_sizes: tuple[int | None, int | None] = (None, None)) -> Prediction:
+            forms: Sequence[str] = AUTO_FORMS, test_sizes: tuple[int | None, int | None] = (None, None)) -> Prediction:
     """The law of record and its interval for one launch at target_batch_size (see the module docstring).
 
     rows: (B', accuracy) of every proxy run (two rungs or more, MIN_WINDOW for a choice of window and form;
@@ -338,5 +345,5 @@ def verdict(prediction: Prediction) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "Rung", "rungs_of", "pooled_variance", "Law", "fit_form",
+__all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "Rung", "rungs_of", "pooled_variance", "Law", "fit_form",
            "HeldOut", "held_out", "Prediction", "choose_window", "eval_set_variance", "predict", "verdict"]

@@ -18,7 +18,7 @@ from tanplan.config import MAX_STEPS, Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.reports.fit import figure_scaling
-from tanplan.workflow.batch_law import FORMS, predict, verdict
+from tanplan.workflow.batch_law import AUTO_FORMS, predict, verdict
 
 
 def load_best_overrides(path: str | Path | None) -> dict:
@@ -107,7 +107,7 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
     None (the law's value stays in law_at_target) and the verdict says the law does not hold.
     """
     started = time.perf_counter() if started is None else started
-    forms = FORMS if law == "auto" else (law,)
+    forms = AUTO_FORMS if law == "auto" else (law,)
     prediction = predict([(r["batch_size"], r["test_accuracy"]) for r in rows], target_b, level=level, forms=forms,
                          test_sizes=test_sizes)
     why_not = verdict(prediction)

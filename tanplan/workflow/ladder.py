@@ -36,7 +36,7 @@ import numpy as np
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
-from tanplan.workflow.batch_law import (FORMS, MIN_WINDOW, Prediction, Rung, _features, predict, rungs_of,
+from tanplan.workflow.batch_law import (AUTO_FORMS, MIN_WINDOW, Prediction, Rung, _features, predict, rungs_of,
                                         verdict)
 
 LADDER_FILE = "ladder.json"
@@ -124,7 +124,7 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
     if seed is None:
         return None
     return Step(seed, 1, "the law's part of the interval is wide and the next rung would leave the budget: "
-                         "one more seed where it narrows the law's mean the most per example")
+                         "a seed where it narrows the law's mean the most per example")
 
 
 def best_seed(rungs: Sequence[Rung], prediction: Prediction, left: float) -> int | None:
@@ -172,7 +172,7 @@ class LadderOutcome:
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *,
           prior: Sequence[tuple[int, float]] = (), test_sizes=(None, None), level: float = 0.95,
-          forms: Sequence[str] = FORMS,
+          forms: Sequence[str] = AUTO_FORMS,
           on_step: Callable[[Step, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
     """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
 
@@ -259,7 +259,7 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
         if prediction is not None:
             log(f"  ladder: {_prediction_line(prediction)}")
 
-    forms = FORMS if cfg.fit.law == "auto" else (cfg.fit.law,)
+    forms = AUTO_FORMS if cfg.fit.law == "auto" else (cfg.fit.law,)
     outcome = climb(train, budget, prior=[(r["batch_size"], r["test_accuracy"]) for r in rows],
                     test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
     result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tanplan.workflow.batch_law import (Rung, choose_window, eval_set_variance, fit_form, held_out, predict,
+from tanplan.workflow.batch_law import (AUTO_FORMS, FORMS, Rung, choose_window, eval_set_variance, fit_form, held_out, predict,
                                         rungs_of, verdict)
 
 SIZES = (16, 32, 64, 128, 256)
@@ -50,11 +50,15 @@ def test_the_window_leaves_out_a_cliff_below_the_knee():
     assert starts.count(16) >= 48  # on the law itself the test rejects about 5% of the time
 
 
-def test_held_out_error_picks_the_form_of_the_curve():
+def test_held_out_error_picks_the_form_of_the_curve_and_auto_never_picks_the_line():
     rng = np.random.default_rng(2)
-    chosen = {name: [predict(rows(curve, rng, noise=0.004), 4096).law.form for _ in range(30)]
-              for name, curve in (("noise", lambda b: 0.9 - 2 / b), ("log-linear", lambda b: 0.6 + 0.04 * math.log(b)))}
+    chosen = {name: [predict(rows(curve, rng, noise=0.004), 4096, forms=FORMS).law.form for _ in range(30)]
+              for name, curve in (("noise", lambda b: 0.9 - 2 / b), ("log-linear", lambda b: 0.6 + 0.04 * math.log(b)),
+                                  ("flat", lambda b: 0.8))}
     assert chosen["noise"].count("noise") >= 25 and chosen["log-linear"].count("log-linear") >= 25
+    assert chosen["flat"].count("flat") >= 20
+    line = [predict(rows(lambda b: 0.6 + 0.04 * math.log(b), rng, noise=0.004), 4096).law.form for _ in range(10)]
+    assert "log-linear" not in line and AUTO_FORMS == ("noise", "flat")
 
 
 def test_the_interval_has_three_parts_and_misspecification_shows_a_wrong_form():

@@ -66,14 +66,17 @@ def reruns_frame(study, spec: SweepSpec):
     return pd.DataFrame(rows, columns=columns)
 
 
-SPREAD_RATIO = 2.0  # a configuration whose seeds scatter more than this × the others' pooled std is unstable
+SPREAD_ALPHA = 0.05  # one-sided level of "this configuration's seeds scatter more than the others'"
 
 
 def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
     """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran), the ones
-    flagged unstable last: a re-run that diverged or failed, or seeds that scatter more than SPREAD_RATIO
-    × the other configurations' pooled standard deviation (a spike in one seed, or a learning rate at
-    the edge of stability: such a configuration transfers badly to the launch, whose noise is new)."""
+    flagged unstable last: a re-run that diverged or failed, or seeds that scatter more than the other
+    configurations' (one-sided F test of its variance against theirs pooled, at SPREAD_ALPHA: with 3
+    seeds it takes a seed far off the others, a spike, not the ordinary scatter of a few seeds). Such a
+    configuration is at the edge of stability and transfers badly to the launch, whose noise is new."""
+    from scipy import stats
+
     ranked = []
     for t in top_trials(search, spec.top_k or 1):
         mine = reruns_df[reruns_df.source_trial == t.number]
@@ -91,9 +94,10 @@ def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
         others = [o for o in ranked if o is not r and o["std_accuracy"] is not None]
         dof = sum(o["reruns"] - 1 for o in others)
         if r["std_accuracy"] is not None and dof > 0:
-            pooled = math.sqrt(sum((o["reruns"] - 1) * o["std_accuracy"] ** 2 for o in others) / dof)
-            if r["std_accuracy"] > SPREAD_RATIO * pooled:
-                r["flags"].append(f"seeds scatter {r['std_accuracy'] / pooled:.1f}× the others'")
+            pooled = sum((o["reruns"] - 1) * o["std_accuracy"] ** 2 for o in others) / dof
+            ratio = r["std_accuracy"] ** 2 / pooled if pooled > 0 else (math.inf if r["std_accuracy"] > 0 else 1.0)
+            if stats.f.sf(ratio, r["reruns"] - 1, dof) < SPREAD_ALPHA:
+                r["flags"].append(f"seeds scatter {math.sqrt(ratio):.1f}× the others' (F test, p < {SPREAD_ALPHA:g})")
     with_mean = [r for r in ranked if r["mean_accuracy"] is not None]
     if with_mean and spec.top_k:
         ranked = (sorted(with_mean, key=lambda r: (bool(r["flags"]), -r["mean_accuracy"]))
