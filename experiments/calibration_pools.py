@@ -54,13 +54,13 @@ SETTINGS = {
     s.name: s for s in (
         Setting("demo", "experiments/mnist1d.toml",
                 {**PLD, "privacy.delta": _delta(16000)},
-                {16: 24, 32: 24, 64: 20, 128: 16, 256: 12, 512: 8}, launches=12, test_sizes=(4000, 4000)),
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000)),
         Setting("eps1_b2048", "experiments/mnist1d.toml",
                 {**PLD, "privacy.delta": _delta(16000), "privacy.epsilon": 1.0, "train.batch_size": 2048},
-                {16: 24, 32: 24, 64: 20, 128: 16, 256: 12, 512: 8}, launches=12, test_sizes=(4000, 4000)),
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000)),
         Setting("mnist5k", "experiments/mnist5k.toml",
                 {**PLD, "privacy.delta": _delta(2000)},
-                {16: 16, 32: 16, 64: 16, 128: 12, 256: 8}, launches=10,
+                {16: 16, 32: 16, 64: 12, 128: 10, 256: 8}, launches=8,
                 prepare=("mnist5k_halves",)),
     )
 }

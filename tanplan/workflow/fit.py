@@ -85,7 +85,7 @@ def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, lev
     return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes)
 
 
-def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = None) -> None:
+def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = None, seeds_name: str = "--seeds") -> None:
     """UsageError unless the proxies are two or more distinct sizes, none above the target (and two seeds or
     more each: their scatter is the launch's spread)."""
     for b in batch_sizes:
@@ -94,8 +94,8 @@ def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = N
     if len(set(batch_sizes)) < 2:
         raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
     if seeds is not None and seeds < 2:
-        raise UsageError(f"--seeds {seeds} is not allowed for the batch law: need two or more seeds a size (their "
-                         "scatter is the launch's own spread)")
+        raise UsageError(f"{seeds_name} {seeds} is not allowed for the batch law: need two or more seeds a size "
+                         "(their scatter is the launch's own spread)")
 
 
 def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "auto",

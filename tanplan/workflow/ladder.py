@@ -315,7 +315,7 @@ def ladder_result(outcome: LadderOutcome, cfg: Config, rows: list[dict], basis: 
         "prediction": outcome.prediction.to_dict() if outcome.prediction is not None else None,
         "window": list(outcome.prediction.law.window) if outcome.prediction is not None else [],
         "target_batch_size": target, "steps_per_run": steps, "start": cfg.fit.ladder_start,
-        "seeds": cfg.fit.ladder_seeds, "law_share": cfg.fit.law_share,
+        "seeds": cfg.fit.ladder_seeds, "law_share": cfg.fit.law_share, "law_setting": cfg.fit.law,
         "budget_per_step": outcome.budget.per_step, "budget_fraction": outcome.budget.per_step / target,
         "max_proxy_fraction": cfg.fit.max_proxy_fraction, "min_proxy_budget": cfg.fit.min_proxy_budget,
         "spent_fraction": sum(r["batch_size"] * r["steps"] for r in rows) / (target * steps),

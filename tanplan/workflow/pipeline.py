@@ -204,8 +204,9 @@ def ladder_fit_result(ladder: dict, out: Path) -> dict:
     if ladder["prediction"] is None:
         return {"law_holds": False, "verdict": ladder["reason"], "what_to_change": ladder["what_to_change"],
                 "predicted_accuracy": None, "prediction_interval": None, "points": rows, "law": None, "model": None}
+    # the same rows, law setting, level and test sets as the ladder's last prediction: the same decision
     return fit_module.fit_rows(rows, ladder["target_batch_size"], out / "fit", level=ladder["prediction"]["level"],
-                               test_sizes=ladder["test_sizes"])
+                               law=ladder["law_setting"], test_sizes=ladder["test_sizes"])
 
 
 def prepare_sweep(cfg: Config, proxy_batch_size: int, trials, dataset):
@@ -338,7 +339,7 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     if cfg.fit.batch_sizes == "auto":
         check_ladder(cfg)
     else:
-        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds)
+        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
     if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
         raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
                          f"batch train.batch_size = {target}")
