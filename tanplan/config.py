@@ -176,8 +176,9 @@ class FitConfig:
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)
-    law: str = setting("auto", "auto | noise | flat | log-linear: the form of the batch law; auto chooses by "
-                       "held-out error (tanplan.workflow.batch_law)", choices=("auto", "noise", "flat", "log-linear"))
+    law: str = setting("knee", "knee | noise | flat | log-linear | auto: the form of the batch law; auto chooses "
+                       "between knee and noise by held-out error (tanplan.workflow.batch_law)",
+                       choices=("knee", "noise", "flat", "log-linear", "auto"))
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ def configure(parser) -> None:
                         "at most the training set size)")
     parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
                         "(default: the smallest of explicit --batch-sizes)")
-    parser.add_argument("--law", choices=("auto", "noise", "flat", "log-linear"), help="the form of the batch law: "
-                        "a + c/B', a, a + b·ln B', or auto (chosen by held-out error; default [fit] law)")
+    parser.add_argument("--law", choices=("knee", "noise", "flat", "log-linear", "auto"), help="the form of the batch "
+                        "law: a rise to a knee then a plateau, a + c/B', a, a + b·ln B', or auto (knee or noise by "
+                        "held-out error; default [fit] law)")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 

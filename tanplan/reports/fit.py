@@ -9,7 +9,7 @@ from pathlib import Path
 from tanplan.fileio import write_text_atomic
 from tanplan.reports.figures import figure
 
-FORM_TEXT = {"noise": "a + c/B'", "flat": "a", "log-linear": "a + b·ln B'"}
+FORM_TEXT = {"knee": "a − b·max(0, ln(k/B'))", "noise": "a + c/B'", "flat": "a", "log-linear": "a + b·ln B'"}
 
 
 def law_value(result: dict, b):
@@ -17,12 +17,14 @@ def law_value(result: dict, b):
     import numpy as np
 
     law = result["law"]
-    coef = law["coef"]
+    coef, b = law["coef"], np.asarray(b, dtype=float)
     if law["form"] == "noise":
-        return coef[0] + coef[1] / np.asarray(b, dtype=float)
+        return coef[0] + coef[1] / b
     if law["form"] == "log-linear":
-        return coef[0] + coef[1] * np.log(np.asarray(b, dtype=float))
-    return coef[0] + 0.0 * np.asarray(b, dtype=float)
+        return coef[0] + coef[1] * np.log(b)
+    if law["form"] == "knee":
+        return coef[0] - coef[1] * np.maximum(0.0, np.log(law["knee"] / b))
+    return coef[0] + 0.0 * b
 
 
 def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Path:
@@ -65,15 +67,18 @@ def draw_law(ax, result: dict, actual: float | None = None, launches=()) -> None
 
 def parts_table(result: dict) -> str:
     """The interval's three parts (standard deviations, in accuracy) and the total half-width."""
-    parts, std = result["parts"], result["std_parts"]
-    test_sets = math.sqrt(parts["test_sets"]) if parts.get("test_sets") else 0.0
-    mis = (f"{std['misspecification']:.4f}" + (f" (of which test sets {test_sets:.4f})" if test_sets else ""))
-    return ("| part of the interval | std |\n|---|---|\n"
-            f"| the law's mean at B (seed noise of the rungs) | {std['mean']:.4f} |\n"
-            f"| one launch's own spread (the proxies' seed scatter) | {std['launch']:.4f} |\n"
-            f"| misspecification (held-out error beyond seed noise) | {mis} |\n"
-            f"| **total**: half-width = t × √(sum of squares), t = {result['quantile']:.3f} | "
-            f"**± {result['half_width']:.4f}** |")
+    std = result["std_parts"]
+    table = ("| part of the interval | std |\n|---|---|\n"
+             f"| the law's mean at B (seed noise of the rungs) | {std['mean']:.4f} |\n"
+             f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std['launch']:.4f} |\n"
+             f"| misspecification (forward held-out error beyond seed noise) | {std['misspecification']:.4f} |\n"
+             f"| **total**: half-width = t × √(sum of squares), t = {result['quantile']:.3f} | "
+             f"**± {result['half_width']:.4f}** |")
+    if result.get("test_sets_std"):
+        table += (f"\n\nNot in the interval: the proxies are evaluated on another test set than the launch's; two test "
+                  f"sets of these sizes differ by about ± {result['test_sets_std']:.4f} (1 std, binomial), a fixed "
+                  "offset the proxies cannot show.")
+    return table
 
 
 def launch_spread_text(result: dict) -> str:
@@ -91,10 +96,14 @@ def fit_markdown(result: dict) -> str:
         return f"**No law**: {result['verdict']}; {result['what_to_change']}."
     law, target = result["law"], result["target_batch_size"]
     coef = ", ".join(f"{c:.4g}" for c in law["coef"])
-    held = ", ".join(f"{f} {h['mse'] ** 0.5:.4f}" for f, h in result["held_out"].items() if math.isfinite(h["mse"]))
-    line = (f"Law: accuracy = {FORM_TEXT[law['form']]} ({law['form']}; coefficients {coef}), fitted on "
-            f"{len(result['points'])} runs at B' = {', '.join(map(str, law['window']))}"
-            + (f" (held-out RMS error per form: {held})" if held else "") + ".")
+    knee = f", k = {law['knee']}" if law.get("knee") is not None else ""
+    errors = result["held_out"]["errors"]
+    held = (f"; its forward held-out errors (each rung from the rungs below it) "
+            f"{', '.join(f'{e:+.4f}' for e in errors)}" if errors else "")
+    others = [c for c in result.get("candidates", []) if c["form"] != law["form"]]
+    compared = "".join(f"; the {c['form']} law's held-out excess {math.sqrt(c['held_out_excess']):.4f}" for c in others)
+    line = (f"Law: accuracy = {FORM_TEXT[law['form']]} ({law['form']}; coefficients {coef}{knee}), fitted on "
+            f"{len(result['points'])} runs at B' = {', '.join(map(str, law['window']))}{held}{compared}.")
     if result["predicted_accuracy"] is None:
         return (f"{line} **No prediction**: the law gives {result['law_at_target']:.3f} at B = {target}, not an "
                 f"accuracy. {_capital(result['verdict'])}; {result['what_to_change']}.")

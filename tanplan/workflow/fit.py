@@ -18,7 +18,7 @@ from tanplan.config import MAX_STEPS, Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.reports.fit import figure_scaling
-from tanplan.workflow.batch_law import AUTO_FORMS, predict, verdict
+from tanplan.workflow.batch_law import forms_of, predict, verdict
 
 
 def load_best_overrides(path: str | Path | None) -> dict:
@@ -76,7 +76,7 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
-                  law: str = "auto", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> dict:
+                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> dict:
     """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
     target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error)."""
     check_batch_sizes(batch_sizes, cfg.train.batch_size)
@@ -98,7 +98,7 @@ def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = N
                          "(their scatter is the launch's own spread)")
 
 
-def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "auto",
+def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
              started: float | None = None, test_sizes=(None, None)) -> dict:
     """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
     at target_b: the dict of fit.json (batch_law.Prediction.to_dict, the verdict, the runs).
@@ -107,7 +107,7 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
     None (the law's value stays in law_at_target) and the verdict says the law does not hold.
     """
     started = time.perf_counter() if started is None else started
-    forms = AUTO_FORMS if law == "auto" else (law,)
+    forms = forms_of(law)
     prediction = predict([(r["batch_size"], r["test_accuracy"]) for r in rows], target_b, level=level, forms=forms,
                          test_sizes=test_sizes)
     why_not = verdict(prediction)

@@ -36,8 +36,8 @@ import numpy as np
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
-from tanplan.workflow.batch_law import (AUTO_FORMS, MIN_WINDOW, Prediction, Rung, _features, predict, rungs_of,
-                                        verdict)
+from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, predict, rungs_of,
+                                        forms_of, shrunk_variances, verdict)
 
 LADDER_FILE = "ladder.json"
 
@@ -129,15 +129,16 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
 
 def best_seed(rungs: Sequence[Rung], prediction: Prediction, left: float) -> int | None:
     """The window's rung where one more seed lowers Var(law's mean at B) the most per example (None when no
-    rung fits the budget left). Var(mean at B) = s²·x₀ᵀ(XᵀWX)⁻¹x₀ with W the seed counts."""
+    rung fits the budget left). Var(mean at B) = x₀ᵀ(XᵀWX)⁻¹x₀ with W the seed counts over their variances."""
     law = prediction.law
     window = [r for r in rungs if r.batch_size in law.window]
-    x0 = _features(law.form, prediction.target_batch_size)
-    xs = np.stack([_features(law.form, r.batch_size) for r in window])
+    x0 = law.x(prediction.target_batch_size)
+    xs = np.stack([law.x(r.batch_size) for r in window])
+    v = shrunk_variances(window)
     counts = np.array([r.n for r in window], dtype=float)
 
     def var_at_target(n):
-        return float(x0 @ np.linalg.pinv(xs.T @ (n[:, None] * xs)) @ x0)
+        return float(x0 @ np.linalg.pinv(xs.T @ ((n / v)[:, None] * xs)) @ x0)
 
     now = var_at_target(counts)
     best, best_gain = None, 0.0
@@ -172,7 +173,7 @@ class LadderOutcome:
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *,
           prior: Sequence[tuple[int, float]] = (), test_sizes=(None, None), level: float = 0.95,
-          forms: Sequence[str] = AUTO_FORMS,
+          forms: Sequence[str] = ("knee",),
           on_step: Callable[[Step, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
     """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
 
@@ -259,7 +260,7 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
         if prediction is not None:
             log(f"  ladder: {_prediction_line(prediction)}")
 
-    forms = AUTO_FORMS if cfg.fit.law == "auto" else (cfg.fit.law,)
+    forms = forms_of(cfg.fit.law)
     outcome = climb(train, budget, prior=[(r["batch_size"], r["test_accuracy"]) for r in rows],
                     test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
     result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)

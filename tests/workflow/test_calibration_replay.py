@@ -17,10 +17,12 @@ from calibration import Draws, Outcome, PoolExhausted, evaluate, load_pool, new_
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    """A pool as calibration_pools.py writes it: 12 seeds a rung of 0.86 − 1/B', 8 launches, one diverged run."""
+    """A pool as calibration_pools.py writes it: 12 seeds a rung of a curve rising 4 points a doubling to a knee
+    at 64 and flat at 0.86 past it, 8 launches at 0.86, one diverged run."""
     rng = np.random.default_rng(0)
     path = tmp_path_factory.mktemp("pools") / "tiny.jsonl"
-    lines = [{"kind": "rung", "b": b, "seed": s, "acc": 0.86 - 1 / b + rng.normal(0, 0.01), "steps": 30}
+    curve = lambda b: 0.86 - 0.04 * max(0.0, np.log2(64 / b))  # noqa: E731
+    lines = [{"kind": "rung", "b": b, "seed": s, "acc": curve(b) + rng.normal(0, 0.01), "steps": 30}
              for b in (16, 32, 64, 128, 256) for s in range(12)]
     lines += [{"kind": "launch", "b": 1024, "seed": s, "acc": 0.86 + rng.normal(0, 0.01), "steps": 30}
               for s in range(8)]

@@ -16,7 +16,8 @@ from tanplan.reports.fit import fit_markdown
 def test_fit_recovers_the_law_and_trains_each_proxy_at_sigma_scaled_with_b(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
     train_fn = fake_train(law=lambda b: 0.85 - 1.0 / b, noise=0.002)
-    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None)
+    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None,
+                                     law="noise")
     assert result["model"] == "noise" and result["law"]["coef"] == pytest.approx([0.85, -1.0], abs=0.05)
     low, high = result["prediction_interval"]
     assert low < 0.85 - 1.0 / 512 < high
