@@ -4,21 +4,25 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo bench clean
+.PHONY: install test test-all test-install demo bench clean
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[train,test]"
 	touch $(STAMP)
 
 test: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadscope
 
 test-all: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadscope
+
+# `pip install .` without extras in a fresh venv: the planner works and imports no JAX (about a minute).
+test-install: install
+	$(BIN)/python -m pytest -q -m slow tests/test_planner_install.py
 
 demo: install
 	$(BIN)/tanplan demo

@@ -2,7 +2,9 @@
 
 A command module defines HELP, configure(parser) and run(args) -> exit code, and imports anything heavy
 (JAX, pandas, matplotlib, Ray) inside run(), so that `tanplan plan` stays fast. Errors become exit codes
-here: 2 bad input, 3 privacy budget exceeded, 1 internal error; always one line on stderr.
+here: 2 bad input, 3 privacy budget exceeded, 4 not launched (`tanplan run`), 5 privacy violation found by
+`tanplan audit`, 1 internal error; always one line on stderr. Without the `train` extra only the planner
+(plan, proxy) runs: any other command says which extra to install (tanplan.extras), exit 2.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import sys
 
 from tanplan import __version__
 from tanplan.errors import TanplanError, UsageError
+from tanplan.extras import missing_extra, require_train
 from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "demo")
+COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "audit",
+            "demo")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,12 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Build only the parser of the command asked for: the others may import more.
         wanted = [a for a in argv[:1] if a in COMMANDS]
+        if wanted and not {"-h", "--help"} & set(argv):
+            require_train(wanted[0])  # before the config is read or anything is written
         parser = build_parser(wanted or COMMANDS)
         args = parser.parse_args(argv)
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2
-        return int(args._run(args) or 0)
+        try:
+            return int(args._run(args) or 0)
+        except ModuleNotFoundError as err:  # a planner path that needs the train extra (plan --device-hours)
+            raise missing_extra(err, args.command) or err
     except TanplanError as err:
         print(f"tanplan: error: {err}", file=sys.stderr)
         return err.exit_code

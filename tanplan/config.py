@@ -8,7 +8,8 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [privacy], [train], [pruning], [sweep], [fit], [optimize]; each an ordinary
+Sections: [experiment], [data], [model], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
+[tracking]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from tanplan.errors import UsageError
 # Where tanplan.privacy.accounting trusts the accountants (see its docstring): defined here, below it, so
 # that a config outside them is refused before any data is loaded.
 MAX_STEPS = 10**7
+IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 SIGMA_MIN, SIGMA_MAX = 1e-4, 1e6
 
 
@@ -205,6 +208,17 @@ class OptimizeConfig:
     level: float = setting(0.95, "level of the prediction and comparison intervals", lo=0.5, hi=1, hi_open=True)
 
 
+@dataclass(frozen=True)
+class TrackingConfig:
+    """[tracking]: where a run's public scalars (the records of metrics.jsonl) go besides that file
+    (tanplan.engine.tracking). Bookkeeping only: a resume may change it."""
+
+    tensorboard: bool = setting(True, "write TensorBoard event files into the run folder's tensorboard/")
+    writers: tuple = setting((), "more writers (MLflow, W&B, ...) by import path \"package.module:factory\"; "
+                             "factory(run_dir, cfg) returns an object with write(step, scalars, wall_time) and "
+                             "close()", item=str)
+
+
 SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
@@ -216,6 +230,7 @@ SECTIONS: dict[str, type] = {
     "sweep": SweepConfig,
     "fit": FitConfig,
     "optimize": OptimizeConfig,
+    "tracking": TrackingConfig,
 }
 
 # Keys that moved: the old spelling is read as the new one.
@@ -240,6 +255,7 @@ class Config:
     sweep: SweepConfig = field(default_factory=SweepConfig)
     fit: FitConfig = field(default_factory=FitConfig)
     optimize: OptimizeConfig = field(default_factory=OptimizeConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Nested plain dict {section: {key: value}}."""
@@ -305,6 +321,8 @@ def _check_value(section: str, fld: dataclasses.Field, value: Any) -> Any:
                              f"{_toml_value(list(meta['example']))}")
         kind = tuple
     if kind is tuple:
+        if fld.default == () and isinstance(value, (list, tuple)) and not value:
+            return ()  # a list whose default is empty may be empty
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
             raise UsageError(f"{name} = {value!r} is not allowed: must be a non-empty list, e.g. "
                              f"{_toml_value(list(fld.default))}")
@@ -394,6 +412,10 @@ def _check_consistency(cfg: Config) -> None:
     if t.nesterov and (t.momentum == 0 or t.dampening != 0):
         raise UsageError("train.nesterov = true is not allowed with momentum = 0 or dampening != 0 "
                          "(Nesterov needs momentum > 0 and no dampening)")
+    for path in cfg.tracking.writers:
+        if not IMPORT_PATH.fullmatch(path):
+            raise UsageError(f"tracking.writers entry {path!r} is not allowed: use an import path "
+                             "\"package.module:factory\"")
 
 
 def parse_override(text: str) -> tuple[str, Any]:

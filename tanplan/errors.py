@@ -2,7 +2,8 @@
 
 UsageError -> 2 (bad input, naming the value and what is allowed); BudgetExceeded -> 3 (a privacy
 budget would be exceeded); NotLaunched -> 4 (`tanplan run` stopped before the full-scale launch because
-its proxies cannot predict it); RunInterrupted -> 128 + signal (SIGTERM/SIGINT: checkpoint saved);
+its proxies cannot predict it); PrivacyViolation -> 5 (`tanplan audit`: the empirical lower bound on ε
+exceeds the ε the run claims); RunInterrupted -> 128 + signal (SIGTERM/SIGINT: checkpoint saved);
 TrainingDiverged, CheckpointError, WorkerLost -> 1.
 """
 
@@ -33,6 +34,15 @@ class NotLaunched(TanplanError):
     """
 
     exit_code = 4
+
+
+class PrivacyViolation(TanplanError):
+    """`tanplan audit`: the audit's lower bound on ε exceeds the ε the run claims, at the stated confidence.
+
+    Raised after the audit's report is written and printed; the message is the one-line reason.
+    """
+
+    exit_code = 5
 
 
 class TrainingDiverged(TanplanError):

@@ -14,7 +14,7 @@ PACKAGE = ROOT / "tanplan"
 
 # Lower ranks sit below higher ones: a module may import from its own rank or below, never above.
 RANKS = {
-    "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0,
+    "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0, "extras": 0, "provenance": 0,
     "config": 1,
     "privacy": 2,
     "data": 3, "models": 3,

@@ -6,7 +6,9 @@ noise-free clipped gradient sum. So that randomness comes from a `RunSecret`, 25
 drawn once per run, and from nothing else:
 
 - the noise of step t: `fold_in(secret.key(NOISE), t)`; the Poisson batch of step t:
-  `secret.batch_rng(BATCH, t)`; DP-SNIP's batch and noise: `secret.batch_rng(SNIP, 0)`, `secret.key(SNIP)`.
+  `secret.batch_rng(BATCH, t)`; DP-SNIP's batch and noise: `secret.batch_rng(SNIP, 0)`, `secret.key(SNIP)`;
+  the privacy audit's canaries (tanplan.dp.canaries): `secret.batch_rng(CANARY, 0)`, and at step t the
+  canaries sampled `secret.batch_rng(CANARY_BATCH, t)` and the auditor's shadow batch `secret.batch_rng(SHADOW, t)`.
   Every stream is derived from all 256 bits through numpy's SeedSequence, so streams are independent.
 - It is private state: stored only in the run's checkpoint folder (owner-only file, `save`), so that
   a resumed run continues with the identical batches and noise; never in a config, summary, ledger,
@@ -37,7 +39,7 @@ WORDS = 8  # 32-bit words: 256 bits of entropy
 FILE_NAME = "run_secret.json"
 
 # Stream tags: each use of the secret draws from its own stream.
-NOISE, BATCH, SNIP = 1, 2, 3
+NOISE, BATCH, SNIP, CANARY, CANARY_BATCH, SHADOW = 1, 2, 3, 4, 5, 6
 _SEED_TAG = 0x6E6F6973  # separates noise_seed-derived secrets from any other use of SeedSequence(seed)
 
 

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import optax
 
 from tanplan.dp import augmult, noise, optim
+from tanplan.dp import canaries as canary_lib
+from tanplan.dp.canaries import CanaryDesign
 
 
 @flax.struct.dataclass
@@ -68,32 +70,42 @@ def accumulate(grad_sum: Callable, params, batch: dict, keys: jax.Array):
     return total
 
 
-def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
-    """(params, batch, noise_key, public_key) -> (Σ clipped gradients + N(0, noise_std²), stats).
+def make_noisy_grad_sum(grad_sum: Callable, noise_std: float, canaries: "CanaryDesign | None" = None):
+    """(params, batch, noise_key, public_key[, canary_inputs]) -> (Σ clipped gradients + N(0, noise_std²), stats).
 
     With grad_sum clipping to C and noise_std = σ·C, this is the Gaussian mechanism with multiplier σ on
     a sum of sensitivity C: the privatised sum. noise_std = 0 gives the bare sum (non-private mode).
     The noise is drawn from noise_key alone; public_key only draws the per-row augmentation keys.
+    canaries (the privacy audit only, tanplan.dp.canaries): the step's canaries join the clipped sum before
+    the noise, and stats[canaries.OBSERVATION] is what the auditor reads of them: the noisy sum minus the
+    clipped sum of its shadow batch (canary_inputs["shadow"]), projected on each canary.
     """
 
-    def noisy_sum(params, batch, noise_key, public_key):
+    def noisy_sum(params, batch, noise_key, public_key, canary_inputs=None):
         keys = augmult.row_keys(public_key, batch["mask"].shape)
         grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, keys)
+        if canaries is not None:
+            grads = canary_lib.insert(grads, canary_inputs, canaries)
         if noise_std > 0:
             grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
         n = jnp.maximum(count, 1.0)
-        return grads, {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count}
+        stats = {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count}
+        if canaries is not None:  # the auditor's shadow batch: the same clipped sum on a second Poisson batch
+            shadow, *_ = accumulate(grad_sum, params, canary_inputs["shadow"], keys)
+            stats[canary_lib.OBSERVATION] = canary_lib.observe(grads, shadow, canary_inputs, canaries)
+        return grads, stats
 
     return noisy_sum
 
 
 def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation, *, noise_std: float,
-                    expected_batch_size: float, ema_decay: float = 0.0):
-    """step(state, batch, noise_key, public_key) -> (state, metrics): noisy sum / B, update, EMA."""
-    noisy_sum = make_noisy_grad_sum(grad_sum, noise_std)
+                    expected_batch_size: float, ema_decay: float = 0.0, canaries: "CanaryDesign | None" = None):
+    """step(state, batch, noise_key, public_key[, canary_inputs]) -> (state, metrics): noisy sum / B, update,
+    EMA. canaries: the audit's (make_noisy_grad_sum); metrics then carry their observation."""
+    noisy_sum = make_noisy_grad_sum(grad_sum, noise_std, canaries)
 
-    def step(state: TrainState, batch: dict, noise_key: jax.Array, public_key: jax.Array):
-        grads, metrics = noisy_sum(state.params, batch, noise_key, public_key)
+    def step(state: TrainState, batch: dict, noise_key: jax.Array, public_key: jax.Array, canary_inputs=None):
+        grads, metrics = noisy_sum(state.params, batch, noise_key, public_key, canary_inputs)
         grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
         return apply_update(state, grads, optimizer, ema_decay, metrics)
 

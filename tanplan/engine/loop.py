@@ -17,7 +17,11 @@ ends with the parameters of an uninterrupted run, bit for bit on the same device
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
 counts them, and the ε reported is the ledger's. What the run publishes (metrics.jsonl, summary.json,
 ledger.json, model/) is a function of the noisy parameters and the test set only; the training loss and
-accuracy of the private batches, which carry no noise, go to the private folder (and the progress bar). SIGTERM and SIGINT finish the step in flight, save a
+accuracy of the private batches, which carry no noise, go to the private folder (and the progress bar). The
+records of metrics.jsonl (with their wall-clock time and throughput) also go to TensorBoard event files and
+any plugged-in writer (tanplan.engine.tracking); the progress bar shows the RDP ε from step 1
+(tanplan.engine.epsilon_ticker). summary.json and ledger.json record the platform, the devices and the
+library versions (tanplan.provenance). SIGTERM and SIGINT finish the step in flight, save a
 checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues. A non-finite loss
 stops with TrainingDiverged; the last good checkpoint is kept. Files: tanplan.engine.run_folder.
 """
@@ -30,15 +34,18 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
+
+import numpy as np
 
 from tanplan.config import Config
-from tanplan.engine import evaluation, setup
+from tanplan.engine import evaluation, setup, tracking
 from tanplan.engine.checkpoint import host_array
 from tanplan.engine.run_folder import RunFolder, fingerprint
 from tanplan.engine.summary import RunSummary
 from tanplan.errors import RunInterrupted, TrainingDiverged
 from tanplan.privacy.ledger import Ledger
+from tanplan.provenance import environment
 
 # Testing aid: seconds to sleep after each step, so that a test can stop a tiny run mid-way.
 STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
@@ -46,21 +53,32 @@ STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
 
 def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
                        progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
-                       backend: str = "local") -> dict:
+                       backend: str = "local", writers: Iterable[tracking.Writer] = (), canaries: int = 0) -> dict:
     """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its summary (RunSummary).
 
     Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
     checkpoints every train.checkpoint_every steps (0: only at the end) and on SIGTERM/SIGINT. resume:
     continue the newest intact checkpoint in workdir (a finished run takes no step and reports again).
+    writers: more tracking writers for the published records, beside [tracking]'s (tanplan.engine.tracking).
     Raises UsageError on bad input (before any step), TrainingDiverged, RunInterrupted.
+
+    canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): the
+    step adds that many gradient canaries before the noise (tanplan.dp.canaries); summary.json and the model
+    card say so (not a private release), and the summary returned holds "canary_record" (the secret draw and
+    what each step released on the canaries), which is never written.
     """
     import jax
     from tqdm import tqdm
 
+    from tanplan.dp import canaries as canary_lib
     from tanplan.dp import sampling, sharding
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import BATCH
+    from tanplan.engine.epsilon_ticker import EpsilonTicker
 
+    if canaries and resume:
+        raise ValueError("an audited run is never resumed: the canaries' observations live in memory only")
+    factories = tracking.resolve_factories(cfg)  # a bad import path stops here, before anything is written
     started = time.perf_counter()
     primary, single = jax.process_index() == 0, jax.process_count() == 1
     say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
@@ -69,10 +87,12 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         if secret.reproducible and cfg.privacy.private:
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
-        run = setup.build(cfg, secret)
+        run = setup.build(cfg, secret, canaries=canaries)
+        observed = []  # an audited run's canary observations, one device array per step
         plan, t_cfg = run.plan, cfg.train
         n = run.dataset.num_train
         ndev = run.mesh.devices.size
+        env = environment(run.mesh.devices.flat)
 
         # Resume, in this order: (1) restore the newest intact checkpoint, removing damaged newer ones;
         # (2) refuse if the config differs from the one it was saved with; (3) only then rewrite config.toml
@@ -91,7 +111,9 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         elif plan.snip_sigma:
             ledger.record_snip(plan.q, plan.snip_sigma, plan.delta)  # released by setup.build, before step 1
         folder.begin(cfg, start)
-        release = ledger.open_release(start, plan.q, plan.sigma, plan.delta, backend=backend, devices=ndev)
+        release = ledger.open_release(start, plan.q, plan.sigma, plan.delta, backend=backend, devices=ndev,
+                                      platform=env.platform, device_kind=env.device_kind, versions=env.versions)
+        ticker = EpsilonTicker(ledger, release) if progress and primary and plan.private else None
         if run.route in ("vmap", "plain") and layout.chunks > 1 and jax.default_backend() == "cpu":
             say(f"tanplan: note: the {run.route} gradient route accumulates {layout.chunks} chunks; on CPU, XLA runs "
                 "convolution weight-gradients inside loops very slowly: raise train.physical_batch_size to "
@@ -118,7 +140,10 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                 raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.x_test, run.dataset.y_test,
                                           t_cfg.eval_batch_size, run.local_mesh)
                 record["test_accuracy_no_ema"] = raw["test_accuracy"]
+            record["steps_per_second"] = _steps_per_second(step - start - 1, clock, eval_seconds)
+            record["wall_time"] = time.time()
             folder.append_metrics(record)
+            tracker.write(record)
             # The training loss and accuracy of the private batch carry no noise: private diagnostics only.
             folder.append_diagnostics({"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy")})
             folder.write_ledger(ledger)
@@ -132,17 +157,28 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         def local(tree):  # this process's copy of replicated parameters, on its own devices
             return sharding.replicate(jax.tree.map(host_array, tree), run.local_mesh)
 
+        tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=start, primary=primary)
         try:
             with _Signals() as signals:
                 for t in range(start, plan.steps):
                     indices = sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))
-                    if len(indices) > layout.capacity:
-                        layout = layout.grown_to(len(indices))
-                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {len(indices)} exceeds the padded layout; "
+                    if canaries:  # the audit's run: the step's canaries and the auditor's shadow batch
+                        chosen, shadow = canary_lib.step_draws(secret, t, canaries, n, plan.q)
+                    largest = max(len(indices), len(shadow) if canaries else 0)
+                    if largest > layout.capacity:
+                        layout = layout.grown_to(largest)
+                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {largest} exceeds the padded layout; "
                                   f"growing it to {layout.chunks} chunks (one more compilation)")
                     index, mask = sampling.pad_indices(indices, layout)
                     batch = sharding.global_batch(run.dataset.x_train, run.dataset.y_train, index, mask, run.mesh)
-                    state, metrics = run.step(state, batch, roots)
+                    if canaries:
+                        audit = {"chosen": sharding.replicate_global(chosen, run.mesh),
+                                 "shadow": sharding.global_batch(run.dataset.x_train, run.dataset.y_train,
+                                                                 *sampling.pad_indices(shadow, layout), run.mesh)}
+                        state, metrics = run.step(state, batch, roots, audit)
+                        observed.append(metrics.pop(canary_lib.OBSERVATION))
+                    else:
+                        state, metrics = run.step(state, batch, roots)
                     done = t + 1
                     if pending is not None:
                         last = _settle(*pending)
@@ -163,7 +199,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                     if is_ckpt or signals.signum is not None:  # a signal (even during the evaluation): save, stop
                         ledger.advance(release, done)
                         folder.save(done, state, _meta(done, cfg, plan, ledger, layout), ledger)
-                    bar.set_postfix(_postfix(last, history, ledger, plan.private), refresh=False)
+                    bar.set_postfix(_postfix(last, history, ticker.at(done) if ticker else None, plan.private),
+                                    refresh=False)
                     bar.update(1)
                     if signals.signum is not None:
                         interrupted = signal.Signals(signals.signum).name
@@ -179,6 +216,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
 
         if not history and not interrupted and diverged_at is None:  # resumed at the end: evaluate what was saved
             history.append(evaluate_now(ledger.steps))
+        tracker.close()  # (left open by an error: its writes are flushed, TensorBoard's thread is a daemon)
         train_seconds = time.perf_counter() - clock - eval_seconds if clock is not None else 0.0
         final = history[-1] if history else {}
         summary = RunSummary(
@@ -196,14 +234,16 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
             samples_per_second=examples / train_seconds if train_seconds > 0 and examples else None,
             params_checksum=evaluation.params_checksum(state.params), evaluated_at_step=final.get("step"),
             diverged_at_step=diverged_at, interrupted=interrupted,
-            test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=run.pruning)
+            test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=run.pruning,
+            platform=env.platform, device_kind=env.device_kind, versions=env.versions)
         if diverged_at is None and not interrupted:
             augtest = evaluation.evaluate_augtest(cfg, run.logits_fn, run_params(state), run.dataset, run.augment,
                                                   run.test_key)
             summary.test_accuracy_augtest = augtest
-            summary.model = folder.write_model(run_params(state), _model_card(cfg, run, summary))
+            summary.model = folder.write_model(run_params(state), _model_card(cfg, run, summary, canaries))
         folder.write_ledger(ledger, with_pld=plan.target is None)
-        folder.write_summary(summary.to_dict())
+        written = summary.to_dict() | ({"audit_canaries": canaries, "private_release": False} if canaries else {})
+        folder.write_summary(written)
     if diverged_at is not None:
         kept = f"; the last good checkpoint is kept at step {history[-1]['step']}" if history and workdir else ""
         raise TrainingDiverged(f"training diverged: the loss is not finite at step {diverged_at} (learning rate "
@@ -211,6 +251,10 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     if interrupted:
         raise RunInterrupted(f"{interrupted}: stopped after step {ledger.steps} of {plan.steps}; checkpoint saved in "
                              f"{str(Path(workdir) / 'checkpoint')!r}; continue with --resume", getattr(signal, interrupted))
+    if canaries:
+        design, drawn = run.canaries
+        record = canary_lib.CanaryRecord(design, drawn, np.stack([host_array(o) for o in observed]))
+        return written | {"canary_record": record}
     return summary.to_dict()
 
 
@@ -235,21 +279,36 @@ def _meta(step: int, cfg: Config, plan, ledger: Ledger, layout) -> dict:
             "sampler": {"kind": "poisson", "next_step": step}}
 
 
-def _model_card(cfg: Config, run, summary: RunSummary) -> dict:
+def _model_card(cfg: Config, run, summary: RunSummary, canaries: int = 0) -> dict:
     m = cfg.model
-    return {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
             "num_classes": run.dataset.num_classes, "input_shape": list(run.dataset.input_shape),
             "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
             "epsilon_rdp": summary.epsilon_rdp, "delta": summary.delta, "noise_secret": summary.noise_secret,
             "test_accuracy": summary.test_accuracy}
+    if canaries:  # the audit's run: trained with canaries, for the audit only
+        card |= {"audit_canaries": canaries, "private_release": False}
+    return card
 
 
-def _postfix(last: dict, history: list[dict], ledger: Ledger, private: bool) -> dict:
+def _postfix(last: dict, history: list[dict], epsilon: float | None, private: bool) -> dict:
+    """The bar's figures: the private batch's loss and accuracy (shown, never published), the last test
+    accuracy, and the ε spent so far (RDP, from step 1; ∞ for a non-private run)."""
     out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"} if last else {}
     if history:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
-        out["ε"] = f"{history[-1]['epsilon_spent']:.2f}" if private and history[-1]["epsilon_spent"] is not None else "∞"
+    out["ε"] = f"{epsilon:.2f}" if private and epsilon is not None else ("…" if private else "∞")
     return out
+
+
+def _steps_per_second(timed_steps: int, clock: float | None, eval_seconds: float) -> float | None:
+    """Training steps per second since the first step of this session finished (compilation and
+    evaluations excluded); None before two steps. A rate of steps, not of examples: the examples a
+    Poisson batch held are not published."""
+    if clock is None or timed_steps <= 0:
+        return None
+    seconds = time.perf_counter() - clock - eval_seconds
+    return timed_steps / seconds if seconds > 0 else None
 
 
 class _Signals:

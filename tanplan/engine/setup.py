@@ -60,14 +60,17 @@ class Run:
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
     pruning: dict | None = None
+    canaries: tuple | None = None  # (CanaryDesign, CanaryArrays) of an audited run (tanplan.dp.canaries)
 
 
-def build(cfg: Config, secret) -> Run:
+def build(cfg: Config, secret, *, canaries: int = 0) -> Run:
     """Load the data, resolve the plan, build the model, its gradient route and the jitted step.
 
     Randomness: experiment.seed (public) draws the initial weights, the augmentation views and AugTest's
     views; the run's secret draws the noise and, through the loop, the Poisson batches. The jitted step
     derives step t's keys inside by fold_in(root, state.step), so a restored state continues the stream.
+    canaries > 0 (the privacy audit only, tanplan.workflow.audit): the step adds that many gradient canaries
+    (tanplan.dp.canaries, drawn from the secret) to its clipped sum before the noise; Run.canaries holds them.
     """
     import jax
 
@@ -85,6 +88,8 @@ def build(cfg: Config, secret) -> Run:
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
     optimizer = optim.make_optimizer(cfg.train)
     mask = pruning = None
+    if sparsity.enabled(cfg) and canaries:
+        raise ValueError("gradient canaries are inserted by the dense step only, not by the masked step of pruning")
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
         from tanplan.dp import pruning as prune
 
@@ -95,15 +100,30 @@ def build(cfg: Config, secret) -> Run:
         pruning = sparsity.summary_fields(cfg, mask)
     else:
         grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, dataset.x_train[:2])
-        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
-                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay)
+        design = drawn = None
+        if canaries:
+            from tanplan.dp import canaries as canary_lib
+            from tanplan.dp.secret import CANARY
 
-    def step(state, batch, roots):
+            num_params = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
+            design = canary_lib.design_for(canaries, num_params, plan.clip_norm)
+            drawn = canary_lib.draw(design, num_params, secret.batch_rng(CANARY, 0))
+        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
+                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay,
+                                        canaries=design)
+
+    def step(state, batch, roots, audit=None):
         noise_key = jax.random.fold_in(jax.random.wrap_key_data(roots["noise"], impl="threefry2x32"), state.step)
         public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
-        return inner(state, batch, noise_key, public_key)
+        if audit is None:
+            return inner(state, batch, noise_key, public_key)
+        # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
+        return inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
 
     roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(public_root))}
+    if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
+        roots["canaries"] = drawn.step_inputs()
     return Run(cfg, dataset, plan, model, logits_fn, augment, params, route, optimizer,
                jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning)
+               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning,
+               (design, drawn) if canaries else None)

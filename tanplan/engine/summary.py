@@ -51,6 +51,10 @@ class RunSummary:
     test_accuracy_augtest: float | None = None
     pruning: dict | None = None  # method, rate, drop_method, drop_rate, kept_fraction
     model: str | None = None  # folder of the released model, relative to the run folder
+    # what produced these numbers (tanplan.provenance): JAX's platform, the device kind, library versions
+    platform: str | None = None
+    device_kind: str | None = None
+    versions: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -36,6 +36,10 @@ class Release:
     devices: int = 1
     started_at: float = field(default_factory=time.time)
     kind: str = "dp_sgd"  # or "dp_snip": one noisy saliency sum at σ = sigma, before step 1
+    # where the session ran and what computed it (tanplan.provenance); None in ledgers written before
+    platform: str | None = None
+    device_kind: str | None = None
+    versions: dict | None = None
 
     @property
     def steps(self) -> int:
@@ -74,12 +78,15 @@ class Ledger:
         return release
 
     def open_release(self, first_step: int, q: float, sigma: float, delta: float | None, *,
-                     backend: str = "local", devices: int = 1) -> Release:
-        """Start the release of this session at the step it resumes from (0 for a fresh run)."""
+                     backend: str = "local", devices: int = 1, platform: str | None = None,
+                     device_kind: str | None = None, versions: dict | None = None) -> Release:
+        """Start the release of this session at the step it resumes from (0 for a fresh run); platform,
+        device_kind and versions record where it runs (tanplan.provenance.environment)."""
         if first_step != self.steps:
             raise ValueError(f"ledger holds {self.steps} steps but the run restarts at step {first_step}")
         session = 1 + max((r.session for r in self.releases if r.kind == "dp_sgd"), default=0)
-        release = Release(first_step, first_step, q, sigma, delta, session, backend, devices)
+        release = Release(first_step, first_step, q, sigma, delta, session, backend, devices, platform=platform,
+                          device_kind=device_kind, versions=versions)
         self.releases.append(release)
         return release
 

@@ -52,6 +52,7 @@ def files(tmp_path_factory):
     (root / "binary.json").write_bytes(b"\x00\xff\xfe\x80garbage")
     (root / "a_file").write_text("not a folder")
     (root / "sweep").mkdir()
+    (root / "audited" / "run").mkdir(parents=True)
     (root / "sweep" / "study.sqlite3").write_bytes(np.random.default_rng(0).bytes(5000))
     rng = np.random.default_rng(0)
     np.savez(root / "huge_label.npz", x_train=rng.normal(size=(200, 8)), y_train=np.r_[np.zeros(199), 1e12],
@@ -138,6 +139,16 @@ CASES = [
     (["run", *TINY, "--out", "{root}/r", "--baseline-features", "{features.npz}"], 2, "without --baselines", False),
     (["run", *TINY, "--out", "{root}/r", "--set", "model.name=nope"], 2, "unknown model 'nope'", False),
     (["run", *TINY, "--out", "{a_file}"], 2, "is a file, not a folder", False),
+    # audit
+    (["audit", *TINY, "--canaries", "5"], 2, "--canaries 5 is not allowed", False),
+    (["audit", *TINY, "--canaries", "0"], 2, "must be an integer >= 1", False),
+    (["audit", *TINY, "--confidence", "1.5"], 2, "(0.5, 1)", False),
+    (["audit", *TINY, "--set", "privacy.private=false"], 2, "claims no ε", False),
+    (["audit", *TINY, "--set", "pruning.method=random", "--set", "pruning.rate=0.5"], 2,
+     "pruning and gradient dropping are not allowed", False),
+    (["audit", *TINY, "--out", "{a_file}"], 2, "is a file, not a folder", False),
+    (["audit", *TINY, "--out", "{audited}"], 2, "already holds an audited run", False),
+    (["audit", *TINY, "--canaries", "100000"], 2, "parameters (each canary has coordinates of its own)", True),
     # baseline
     (["baseline", "--features", "{huge_label.npz}", "--epsilon", "1", "--method", "dp-ls"], 2, "label 1e+12", False),
     (["baseline", "--features", "{features.npz}", "--epsilon", "1", "--method", "dp-ls", "--out", "{a_file}/sub"], 2,
@@ -171,7 +182,8 @@ def test_bad_input_is_one_line_and_no_traceback(files, monkeypatch, capsys, argv
 
 def test_the_table_covers_every_command_with_forty_inputs_or_more():
     assert len(CASES) >= 40
-    assert {c[0][0] for c in CASES} == {"plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline"}
+    assert {c[0][0] for c in CASES} == {"plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline",
+                                        "audit"}
 
 
 def test_a_crafted_cifar_pickle_is_refused_and_does_not_run(files, capsys):

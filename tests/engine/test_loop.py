@@ -184,7 +184,7 @@ def test_public_files_hold_no_noiseless_statistic_of_the_private_batches(tiny_np
     out = tmp_path / "run"
     train_and_evaluate(_cfg(tiny_npz), out, progress=False)
     public = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-    assert public and all(set(r) <= {"step", "test_loss", "test_accuracy", "test_accuracy_no_ema", "epsilon_spent"}
-                          for r in public)
+    assert public and all(set(r) <= {"step", "test_loss", "test_accuracy", "test_accuracy_no_ema", "epsilon_spent",
+                                     "steps_per_second", "wall_time"} for r in public)
     private = [json.loads(x) for x in (out / "checkpoint" / "train_diagnostics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in private] == [r["step"] for r in public] and "loss" in private[0]
