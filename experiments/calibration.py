@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration_pools import POOLS, SETTINGS  # noqa: E402
 
-from tanplan.workflow.batch_law import FORMS  # noqa: E402
+from tanplan.workflow.batch_law import forms_of  # noqa: E402
 from tanplan.workflow.ladder import Budget, climb  # noqa: E402
 
 
@@ -119,7 +119,7 @@ class Outcome:
 
 
 def new_rule(pool: Pool, rng, *, start=16, seeds=4, fraction=0.25, floor=1024, law_share=0.5,
-             forms=FORMS) -> Outcome:
+             forms=("knee",)) -> Outcome:
     """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults) on draws from the pool."""
     target = pool.target_batch_size
     budget = Budget(start, target, seeds, max(fraction * target, floor), law_share)

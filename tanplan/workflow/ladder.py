@@ -95,8 +95,11 @@ def spent(rungs: Sequence[Rung]) -> int:
 
 
 def law_is_narrow(prediction: Prediction, law_share: float) -> bool:
-    """The law's part of the interval is no wider than law_share × one launch's own spread."""
-    return prediction.var_mean + prediction.var_misspecification <= law_share**2 * prediction.var_launch
+    """The law's part of the interval is no wider than law_share × one launch's own spread, and its
+    misspecification was measured (the law has held-out errors: for the knee law, a rung past a plateau
+    already seen)."""
+    measured = bool(prediction.chosen.held.errors)
+    return measured and prediction.var_mean + prediction.var_misspecification <= law_share**2 * prediction.var_launch
 
 
 def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budget) -> Step | None:
