@@ -43,6 +43,7 @@ class Setting:
     rungs: dict  # B' -> number of seeds
     launches: int
     test_sizes: tuple = (None, None)  # (proxies', launch's) test-set sizes when they differ (batch_law.predict)
+    previous_fraction: float = 1 / 16  # the rule before issue 22: its ladder budget for this config
     prepare: tuple = field(default=())  # names of data files experiments/mnist5k_halves.py must write first
 
 
@@ -54,10 +55,12 @@ SETTINGS = {
     s.name: s for s in (
         Setting("demo", "experiments/mnist1d.toml",
                 {**PLD, "privacy.delta": _delta(16000)},
-                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000)),
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000),
+                previous_fraction=0.125),
         Setting("eps1_b2048", "experiments/mnist1d.toml",
                 {**PLD, "privacy.delta": _delta(16000), "privacy.epsilon": 1.0, "train.batch_size": 2048},
-                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000)),
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000),
+                previous_fraction=0.125),
         Setting("mnist5k", "experiments/mnist5k.toml",
                 {**PLD, "privacy.delta": _delta(2000)},
                 {16: 16, 32: 16, 64: 12, 128: 10, 256: 8}, launches=8,

@@ -174,16 +174,14 @@ class LadderOutcome:
         return verdict(self.prediction)
 
 
-def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *,
-          prior: Sequence[tuple[int, float]] = (), test_sizes=(None, None), level: float = 0.95,
-          forms: Sequence[str] = ("knee",),
+def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
+          level: float = 0.95, forms: Sequence[str] = ("knee",),
           on_step: Callable[[Step, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
     """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
 
-    prior: (B', accuracy) rows already trained for this configuration (the sweep's re-runs), counted as
-    rung seeds. The pipeline passes the engine; experiments/calibration.py passes draws from a pool.
+    The pipeline passes the engine; experiments/calibration.py passes draws from a pool of measured runs.
     """
-    rows = [(int(b), float(a)) for b, a in prior]
+    rows: list[tuple[int, float]] = []
     steps: list[Step] = []
     prediction = _predict(rows, budget, test_sizes, level, forms)
     while (step := next_step(rungs_of(rows), prediction, budget)) is not None:
@@ -225,12 +223,11 @@ def check_ladder(cfg: Config) -> Budget:
 
 
 def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               prior: Sequence[dict] = (), test_sizes=(None, None)) -> dict:
+               test_sizes=(None, None)) -> dict:
     """Climb cfg's ladder (its own hyper-parameters) until the rule stops; the result dict (ladder.json).
 
-    prior: rows of runs already trained with cfg (the sweep's re-runs of the chosen configuration), used
-    as seeds of their rung. out/ladder.json is written after every step: a rerun into the same folder with
-    the same config reuses the runs already trained. With out, also ladder.png and ladder.md.
+    out/ladder.json is written after every run: a rerun into the same folder with the same config reuses
+    the runs already trained. With out, also ladder.png and ladder.md.
     """
     from tanplan.workflow.fit import train_points
 
@@ -238,7 +235,7 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     budget = check_ladder(cfg)
     basis = _basis(cfg)
     reusable = _reusable_rows(out, basis)
-    rows: list[dict] = [dict(r) for r in prior]
+    rows: list[dict] = []
     next_seed: dict[int, int] = {}
 
     def train(b: int, seeds: int) -> list[float]:
@@ -264,8 +261,7 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
             log(f"  ladder: {_prediction_line(prediction)}")
 
     forms = forms_of(cfg.fit.law)
-    outcome = climb(train, budget, prior=[(r["batch_size"], r["test_accuracy"]) for r in rows],
-                    test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
+    outcome = climb(train, budget, test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
     result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)
     if out is not None:
         write_json_atomic(out / LADDER_FILE, result)
