@@ -258,6 +258,12 @@ def figure(pool: Pool, new: list[Outcome], old: list[Outcome], path: Path, shown
         ax.plot([b] * len(accs), accs, ".", color="0.65", ms=3)
         ax.errorbar([b], [statistics.fmean(accs)], yerr=[statistics.stdev(accs)], fmt="o", color="C0", capsize=3, ms=4)
     target = pool.target_batch_size
+    from tanplan.workflow.batch_law import predict
+
+    whole = predict([(b, a) for b, accs in pool.rungs.items() for a in accs], target, test_sizes=pool.test_sizes)
+    xs = np.geomspace(min(pool.rungs), target, 80)
+    ax.plot(xs, [whole.law.mean(x) for x in xs], "--", color="C0", lw=1,
+            label=f"the knee law on every run of the pool (knee {whole.law.knee})")
     ax.plot([target] * len(pool.launches), pool.launches, "_", color="C3", ms=12, mew=1.5, label="launches (pool)")
     ax.axhline(pool.launch_mean, color="C3", lw=0.6, ls=":")
     for k, (outs, colour, label, side) in enumerate(((new, "C1", "this rule", 1.35), (old, "C2", "previous rule", 1 / 1.35))):
@@ -276,13 +282,37 @@ def figure(pool: Pool, new: list[Outcome], old: list[Outcome], path: Path, shown
     plt.close(fig)
 
 
+def pools_table(pools: list[Pool]) -> str:
+    """Markdown: mean ± std (seeds) of every rung and of the launches, one row per pool."""
+    sizes = sorted({b for p in pools for b in p.rungs})
+    lines = ["| setting | target B | " + " | ".join(f"B' = {b}" for b in sizes) + " | launches |",
+             "|---|---|" + "---|" * (len(sizes) + 1)]
+    for p in pools:
+        cells = [f"{statistics.fmean(p.rungs[b]):.3f} ± {statistics.stdev(p.rungs[b]):.3f} ({len(p.rungs[b])})"
+                 if len(p.rungs.get(b, [])) > 1 else "—" for b in sizes]
+        lines.append(f"| {p.name} | {p.target_batch_size} | " + " | ".join(cells) +
+                     f" | {p.launch_mean:.3f} ± {p.launch_std:.3f} ({len(p.launches)}) |")
+    return "\n".join(lines)
+
+
+VARIANTS = {  # the same replay with one setting of [fit] changed
+    "law = noise": {"forms": forms_of("noise")},
+    "law = auto": {"forms": forms_of("auto")},
+    "budget floor 2048": {"floor": 2048},
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", action="append", choices=sorted(SETTINGS))
     parser.add_argument("--draws", type=int, default=400)
     parser.add_argument("--pools", default=str(POOLS))
     parser.add_argument("--figures", help="write <setting>.png figures into this folder (docs/calibration/)")
+    parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
+                        "budget floor of 2048 (docs/calibration.md, 'Variants')")
     args = parser.parse_args()
+    names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
+    print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
     print(HEADER)
     for name in args.setting or list(SETTINGS):
         path = Path(args.pools) / f"{name}.jsonl"
@@ -293,6 +323,10 @@ def main() -> None:
         new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction)
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
+        if args.variants:
+            for label, kwargs in VARIANTS.items():
+                rng = np.random.default_rng(0)
+                print(evaluate(pool, [new_rule(pool, rng, **kwargs) for _ in range(args.draws)], label).row())
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)
             figure(pool, new, old, Path(args.figures) / f"{name}.png")

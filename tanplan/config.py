@@ -173,7 +173,7 @@ class FitConfig:
                                     "the target (small targets need proxies as costly as themselves)", lo=1)
     ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
     ladder_seeds: int = setting(4, "auto: seeds of each new rung (their scatter is the launch's own spread)", lo=2)
-    law_share: float = setting(0.5, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "
+    law_share: float = setting(0.3, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "
                                "B and its misspecification) is within this fraction of one launch's spread",
                                lo=0, lo_open=True)
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",

@@ -285,14 +285,12 @@ class HeldOut:
     batch_sizes: tuple[int, ...]  # the rungs held out
     errors: tuple[float, ...]  # prediction − rung mean
     expected: tuple[float, ...]  # each error's variance if the form were exact (seed noise only)
-    plateau: tuple[bool, ...] = ()  # knee form: the law below the rung had seen its plateau (knee below its top)
 
     def where(self, keep) -> "HeldOut":
         """Only the held-out rungs where keep(i) is true."""
         idx = [i for i in range(len(self.errors)) if keep(i)]
         return HeldOut(form=self.form, batch_sizes=tuple(self.batch_sizes[i] for i in idx),
-                       errors=tuple(self.errors[i] for i in idx), expected=tuple(self.expected[i] for i in idx),
-                       plateau=tuple(self.plateau[i] for i in idx) if self.plateau else ())
+                       errors=tuple(self.errors[i] for i in idx), expected=tuple(self.expected[i] for i in idx))
 
     def mse(self, sizes: Iterable[int] | None = None) -> float:
         keep = set(self.batch_sizes if sizes is None else sizes)
@@ -316,16 +314,14 @@ def held_out(rungs: Sequence[Rung], form: str) -> HeldOut:
     """
     rungs = sorted(rungs, key=lambda r: r.batch_size)
     v = shrunk_variances(rungs)
-    sizes, errors, expected, plateau = [], [], [], []
+    sizes, errors, expected = [], [], []
     for k in range(HELD_OUT_FROM, len(rungs)):
         law = fit_form(rungs[:k], form)
         rung = rungs[k]
         sizes.append(rung.batch_size)
         errors.append(law.mean(rung.batch_size) - rung.mean)
         expected.append(law.mean_variance(rung.batch_size) + v[k] / rung.n)
-        plateau.append(law.knee is not None and law.knee < rungs[k - 1].batch_size)
-    return HeldOut(form=form, batch_sizes=tuple(sizes), errors=tuple(errors), expected=tuple(expected),
-                   plateau=tuple(plateau) if form == "knee" else ())
+    return HeldOut(form=form, batch_sizes=tuple(sizes), errors=tuple(errors), expected=tuple(expected))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -370,10 +366,11 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> Candi
     if form == "knee":
         regime = [r for r in window if r.batch_size >= law.knee]
         regime = regime if len(regime) >= 2 else window[-2:]
-        # The knee law predicts the target from its plateau when it has seen one (knee below its top rung),
-        # by carrying its top rung on when it has not: its held-out errors count where it was in that state.
-        seen = law.knee < window[-1].batch_size
-        held = held.where(lambda i: held.plateau[i] == seen)
+        # The knee law claims the plateau goes on past its knee k: the rungs past k, each predicted from the
+        # rungs below it (k among them), test that claim; errors within the rise do not bear on the target.
+        # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
+        past = held.where(lambda i: held.batch_sizes[i] > law.knee)
+        held = past if past.errors else held
     return Candidate(law=law, held=held, spread=fit_spread(regime), var_mean=law.mean_variance(target_batch_size))
 
 

@@ -85,14 +85,15 @@ def test_the_interval_has_three_parts_and_a_wrong_form_shows_as_misspecification
     assert p.to_dict()["std_parts"]["launch"] == pytest.approx(math.sqrt(p.var_launch))
 
 
-def test_held_out_predicts_each_rung_from_the_rungs_below_it():
+def test_held_out_predicts_each_rung_from_the_rungs_below_it_and_the_knee_law_counts_its_plateau():
     rungs = [Rung(b, (HINGE(b) - 0.01, HINGE(b) + 0.01)) for b in SIZES]
     h = held_out(rungs, "knee")
     assert h.batch_sizes == (64, 128, 256)
-    # 64 from 16, 32 (no plateau seen: the knee law carries 32 on: 5 points low), 128 from 16-64 (the rise
-    # ends at 64, carried on: exact), 256 from 16-128 (the plateau 64, 128 seen: exact)
+    # 64 from 16, 32 (the knee law carries 32 on: 5 points low), 128 from 16-64 and 256 from 16-128: exact
     assert h.errors[0] == pytest.approx(HINGE(32) - HINGE(64)) and h.errors[1:] == pytest.approx((0, 0), abs=1e-9)
-    assert h.plateau == (False, False, True)
+    p = predict([(r.batch_size, a) for r in rungs for a in r.accuracies], 4096)
+    assert p.law.knee == 64 and p.chosen.held.batch_sizes == (128, 256)  # the rungs past the knee
+    assert p.var_misspecification == 0
 
 
 def test_the_launch_spread_falls_with_b_only_when_the_seeds_show_it():
