@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 from calibration_pools import POOLS, SETTINGS  # noqa: E402
 
 from tanplan.workflow.batch_law import forms_of  # noqa: E402
-from tanplan.workflow.ladder import Budget, climb  # noqa: E402
+from tanplan.workflow.ladder import budget_of, climb  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -119,12 +119,17 @@ class Outcome:
     seeds: tuple = ()
 
 
-def new_rule(pool: Pool, rng, *, start=16, seeds=4, fraction=0.25, floor=1024, law_share=0.5,
-             forms=("knee",)) -> Outcome:
-    """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults) on draws from the pool."""
+def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None) -> Outcome:
+    """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults: the same Budget the pipeline builds,
+    budget_of) on draws from the pool; floor and forms change fit.min_proxy_budget and fit.law (variants)."""
+    from tanplan.config import load_config
+
     target = pool.target_batch_size
-    budget = Budget(start, target, seeds, max(fraction * target, floor), law_share)
-    outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, forms=forms)
+    f = load_config(None, [f"train.batch_size={target}"]).fit
+    budget = budget_of(load_config(None, [f"train.batch_size={target}"] +
+                                   ([f"fit.min_proxy_budget={floor}"] if floor else [])))
+    outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
+                    forms=forms or forms_of(f.law))
     compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
     p = outcome.prediction
     seeds_used = tuple((r.batch_size, r.n) for r in outcome.rungs)
@@ -207,11 +212,15 @@ class Calibration:
 
     def row(self) -> str:
         est = f"{self.launch_std_estimate:.4f}" if self.launch_std_estimate is not None else "—"
-        ratio = self.mean_half_width / self.pool_half_width if self.pool_half_width else math.nan
-        return (f"| {self.setting} | {self.rule} | {self.draws} | {self.refused:.3f} | {self.coverage:.3f} | "
-                f"{100 * self.median_error:.2f} | {100 * self.p90_error:.2f} | {100 * self.mean_half_width:.2f} "
-                f"({ratio:.2f}×) | {100 * self.pool_half_width:.2f} | {self.compute:.3f} | {est} vs "
-                f"{self.launch_std_pool:.4f} ({self.launches}) |")
+        if math.isnan(self.coverage):  # every draw refused: nothing launched to measure
+            launched = "— | — | — | —"
+        else:
+            ratio = self.mean_half_width / self.pool_half_width
+            launched = (f"{self.coverage:.3f} | {100 * self.median_error:.2f} | {100 * self.p90_error:.2f} | "
+                        f"{100 * self.mean_half_width:.2f} ({ratio:.2f}×)")
+        return (f"| {self.setting} | {self.rule} | {self.draws} | {self.refused:.3f} | {launched} | "
+                f"{100 * self.pool_half_width:.2f} | {self.compute:.3f} | {est} vs {self.launch_std_pool:.4f} "
+                f"({self.launches}) |")
 
 
 HEADER = ("| setting | rule | draws | refused | coverage | median \\|pred − launch mean\\| (pts) | 90th pct (pts) | "
