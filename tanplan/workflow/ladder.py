@@ -9,10 +9,11 @@ chooses the runs:
 1. rungs B' = start, 2·start, 4·start, ... below the target B, each with `fit.ladder_seeds` seeds, until
    the law has MIN_WINDOW rungs;
 2. then, while the law's own part of the interval, √(Var(mean at B) + Var(misspecification)), is wider
-   than `fit.law_share` × one launch's spread (the part more proxies cannot remove), and the budget
-   lasts: climb one rung (the next one nearer the target pins the law where it matters), or when the
-   next rung no longer fits the budget, add one seed where it narrows Var(mean at B) the most per
-   example (`best_seed`): the cheap rungs, as a rule.
+   than `fit.law_share` × one launch's spread (the part more proxies cannot remove) or its
+   misspecification is not measured yet, and the budget lasts: climb one rung (the next one nearer the
+   target pins the law where it matters), or when the next rung no longer fits the budget, add one seed
+   where it narrows Var(mean at B) the most per example (`best_seed`: a cheap rung of the plateau, as a
+   rule).
 
 The budget is Σ B'·S over the ladder's runs ≤ max(`fit.max_proxy_fraction`·B, `fit.min_proxy_budget`)·S:
 a fraction of the target's compute for large targets, and at least the compute of one run at B =
@@ -36,8 +37,8 @@ import numpy as np
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
-from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, predict, rungs_of,
-                                        forms_of, shrunk_variances, verdict)
+from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
+                                        shrunk_variances, verdict)
 
 LADDER_FILE = "ladder.json"
 
