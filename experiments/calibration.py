@@ -1,7 +1,7 @@
 """Replay the pipeline's decision code on draws from the calibration pools: how often does the interval for
 one launch cover a launch? (docs/calibration.md)
 
-    .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs]
+    .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts]
 
 For each setting, every draw climbs the proxy ladder as `tanplan run` does (tanplan.workflow.ladder.climb
 with the defaults of [fit]: the same rule, law, interval and verdict), except that a run is not trained:
@@ -16,6 +16,9 @@ draw). The launch is a run drawn from the pool of measured launches. Reported pe
 - half-width: the mean half-width of the intervals, against the launch pool's own 1.96·std;
 - compute: the ladder's Σ B'·S ÷ the target's B·S (the sweep's trials come on top, as in the pipeline);
 - the launch spread the law estimated (median std) against the launch pool's std.
+
+With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
+coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
 
 The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
 knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
@@ -117,6 +120,7 @@ class Outcome:
     form: str | None = None
     window: tuple = ()
     seeds: tuple = ()
+    parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
 
 
 def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None) -> Outcome:
@@ -136,7 +140,8 @@ def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None) -> Outcom
     if outcome.refusal is not None:
         return Outcome(False, None, None, None, compute, seeds=seeds_used)
     low, high = p.interval
-    return Outcome(True, p.mean, low, high, compute, math.sqrt(p.var_launch), p.law.form, p.law.window, seeds_used)
+    return Outcome(True, p.mean, low, high, compute, math.sqrt(p.var_launch), p.law.form, p.law.window, seeds_used,
+                   (p.var_mean, p.var_launch, p.var_misspecification, p.quantile))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -246,6 +251,32 @@ def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
         launch_std_pool=pool.launch_std, launches=len(pool.launches))
 
 
+PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std, estimated (pts) | launch pool's std (pts) | "
+                "misspecification std (pts) | t quantile | share of the variance: mean / launch / misspecification | "
+                "half-width ratio | ratio with the launch's std known (1.96, pool's std) | coverage with it known |\n"
+                "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
+    """Markdown: the interval's parts (means over launched draws of each part's std), and what the half-width
+    ratio and coverage would be if the launch's own std were known exactly (the pool's, normal quantile): the
+    law's own part alone sets that floor."""
+    launched = [o for o in outcomes if o.launched and o.parts]
+    if not launched:
+        return f"| {pool.name} | — | — | {100 * pool.launch_std:.2f} | — | — | — | — | — | — |"
+    a = np.array([o.parts for o in launched])
+    var = a[:, :3]
+    shares = (var / var.sum(axis=1, keepdims=True)).mean(axis=0)
+    known = 1.96 * np.sqrt(var[:, 0] + pool.launch_std**2 + var[:, 2])
+    launches = np.asarray(pool.launches)
+    cover = np.mean([np.mean(np.abs(launches - o.prediction) <= h) for o, h in zip(launched, known)])
+    sd = 100 * np.sqrt(var).mean(axis=0)
+    ratio = statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+    return (f"| {pool.name} | {sd[0]:.2f} | {sd[1]:.2f} | {100 * pool.launch_std:.2f} | {sd[2]:.2f} | "
+            f"{a[:, 3].mean():.2f} | {shares[0]:.2f} / {shares[1]:.2f} / {shares[2]:.2f} | {ratio:.2f}× | "
+            f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} |")
+
+
 def replay(pool: Pool, draws: int, seed: int = 0, previous_fraction: float = 0.125,
            **rule_args) -> tuple[list[Outcome], list[Outcome]]:
     """(the pipeline's rule, the previous rule) on `draws` draws each."""
@@ -317,12 +348,15 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=400)
     parser.add_argument("--pools", default=str(POOLS))
     parser.add_argument("--figures", help="write <setting>.png figures into this folder (docs/calibration/)")
+    parser.add_argument("--parts", action="store_true", help="also the interval's parts for the rule of record "
+                        "(docs/calibration.md, 'What the width is made of')")
     parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
                         "budget floor of 2048 (docs/calibration.md, 'Variants')")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
     print(HEADER)
+    parts = []
     for name in args.setting or list(SETTINGS):
         path = Path(args.pools) / f"{name}.jsonl"
         if not path.is_file():
@@ -332,6 +366,7 @@ def main() -> None:
         new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction)
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
+        parts.append(parts_row(pool, new))
         if args.variants:
             for label, kwargs in VARIANTS.items():
                 rng = np.random.default_rng(0)
@@ -339,6 +374,8 @@ def main() -> None:
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)
             figure(pool, new, old, Path(args.figures) / f"{name}.png")
+    if args.parts:
+        print("\n" + PARTS_HEADER + "\n" + "\n".join(parts))
 
 
 if __name__ == "__main__":

@@ -71,3 +71,20 @@ def test_the_pipelines_rule_replays_on_the_pool_and_covers_its_launches(pool):
     assert 0 <= old.refused <= 1 and old.draws == 40
     columns = calibration.HEADER.splitlines()[1].count("|")
     assert c.row().count("|") == columns  # one cell a column
+
+
+def test_the_parts_table_is_the_mean_of_each_parts_std_and_the_width_with_the_launch_std_known(pool):
+    launches = np.asarray(pool.launches)
+    sd_l = launches.std(ddof=1)
+    parts = [(0.003**2, 0.02**2, 0.0, 2.5), (0.005**2, 0.01**2, 0.004**2, 2.0)]
+    outcomes = [Outcome(True, 0.86, 0.86 - 2.5 * 0.0203, 0.86 + 2.5 * 0.0203, 0.5, parts=parts[0]),
+                Outcome(False, None, None, None, 0.7),
+                Outcome(True, 0.85, 0.84, 0.86, 0.5, parts=parts[1])]
+    cells = [c.strip() for c in calibration.parts_row(pool, outcomes).strip("|").split("|")]
+    assert cells[0] == "tiny" and cells[1] == "0.40" and cells[2] == "1.50" and cells[4] == "0.20"  # (0.3+0.5)/2 ...
+    assert cells[5] == "2.25" and cells[3] == f"{100 * sd_l:.2f}"
+    known = [1.96 * np.sqrt(0.003**2 + sd_l**2), 1.96 * np.sqrt(0.005**2 + sd_l**2 + 0.004**2)]
+    assert cells[8] == f"{np.mean(known) / (1.96 * sd_l):.2f}×"
+    cover = np.mean([np.mean(abs(launches - 0.86) <= known[0]), np.mean(abs(launches - 0.85) <= known[1])])
+    assert cells[9] == f"{cover:.3f}"
+    assert calibration.parts_row(pool, outcomes).count("|") == calibration.PARTS_HEADER.splitlines()[1].count("|")
