@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,9 +84,18 @@ class PrivacyConfig:
     epsilon: float = setting(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
     sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon; else in [1e-4, 1e6], where the "
                            "accountants are trusted (tanplan.privacy.accounting)", lo=0, hi=SIGMA_MAX)
-    delta: float = setting(0.0, "0 = 1/N", lo=0, hi=1, hi_open=True)
+    delta: float = setting(0.0, "0 (the default) = N^-1.1, well below 1/N; else a number in (0, 1) that a double "
+                           "holds (a literal that underflows to 0, like 1e-400, is refused); training commands "
+                           "refuse delta >= 1/N unless allow_large_delta = true", lo=0, hi=1, hi_open=True)
+    allow_large_delta: bool = setting(False, "accept delta >= 1/N in commands that train (where releasing one "
+                                      "random example outright meets the guarantee); `plan` only warns")
     clip_norm: float = setting(1.0, "per-example L2 clipping norm C", lo=0, lo_open=True)
-    accountant: str = setting("rdp", "accountant used to calibrate sigma", choices=("rdp", "pld"))
+    accountant: str = setting("pld", "accountant of record: sigma is calibrated and budgets are checked with it; "
+                              "pld (privacy loss distributions, the tightest; needs sigma >= 0.1) or rdp (Rényi DP, "
+                              "as in the TAN paper). Both are reported.", choices=("pld", "rdp"))
+    neighbouring: str = setting("add_remove", "neighbouring relation sigma is calibrated to: add_remove (add or "
+                                "remove one example) or replace_one (swap one for another, N fixed; PLD only). "
+                                "Both are reported", choices=("add_remove", "replace_one"))
     private: bool = setting(True, "false = non-private: no clipping, no noise")
     noise_seed: int = setting(-1, "-1: the noise and the Poisson batches come from a per-run secret drawn from OS "
                               "entropy (private). N >= 0: reproducible from this config, for tests only, NOT private "
@@ -109,7 +119,8 @@ class TrainConfig:
     warmup_steps: int = setting(0, "linear warm-up steps", lo=0)
     ema_decay: float = setting(0.0, "EMA of the weights; 0 = off", lo=0, hi=1, hi_open=True)
     eval_every: int = setting(50, "evaluate every this many steps (and at the end)", lo=1)
-    eval_batch_size: int = setting(1024, "rows per evaluation batch", lo=1)
+    eval_batch_size: int = setting(1024, "rows per evaluation batch (at most the test set is used)", lo=1,
+                                   hi=2**20)
     checkpoint_every: int = setting(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
     grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
@@ -277,7 +288,7 @@ class Config:
 # What the (ε, δ) guarantee rests on: a sweep may not search these keys and a best.json may not set them
 # (privacy.clip_norm and the rest stay searchable: the noise follows C, the guarantee does not move).
 GUARANTEE_KEYS = ("privacy.epsilon", "privacy.delta", "privacy.sigma", "privacy.accountant", "privacy.noise_seed",
-                  "privacy.private", "data.dataset", "data.path", "data.num_samples", "data.train_examples",
+                  "privacy.private", "privacy.neighbouring", "privacy.allow_large_delta", "data.dataset", "data.path", "data.num_samples", "data.train_examples",
                   "data.seed", "train.batch_size", "train.steps")
 
 
@@ -400,7 +411,14 @@ def _check_consistency(cfg: Config) -> None:
     if t.proxy_batch_size > t.batch_size:
         raise UsageError(f"train.proxy_batch_size = {t.proxy_batch_size} is not allowed: must be <= "
                          f"train.batch_size = {t.batch_size} (0 = no proxy)")
-    sigma = cfg.privacy.sigma
+    privacy = cfg.privacy
+    if privacy.neighbouring == "replace_one" and privacy.accountant != "pld":
+        raise UsageError("privacy.neighbouring = 'replace_one' is not allowed with privacy.accountant = 'rdp': only the "
+                         "PLD accountant computes replace-one for Poisson sampling; use privacy.accountant = \"pld\"")
+    if 0 < privacy.delta < sys.float_info.min:
+        raise UsageError(f"privacy.delta = {privacy.delta!r} is not allowed: it is below {sys.float_info.min:.3g}, the "
+                         "smallest normal double (0 = the default N^-1.1)")
+    sigma = privacy.sigma
     if 0 < sigma < SIGMA_MIN:
         raise UsageError(f"privacy.sigma = {sigma!r} is not allowed: must be 0 (calibrate from epsilon) or in "
                          f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}], where the accountants are trusted")
@@ -418,6 +436,19 @@ def _check_consistency(cfg: Config) -> None:
                              "\"package.module:factory\"")
 
 
+def parse_float(text: str) -> float:
+    """A TOML float literal as a double; UsageError when it is not representable: a nonzero literal that
+    underflows to 0 (1e-400 would silently become the default δ) or a finite one that overflows."""
+    value = float(text)
+    mantissa = re.split(r"[eE]", text)[0]
+    if value == 0.0 and re.search(r"[1-9]", mantissa):
+        raise UsageError(f"the number {text} is not allowed: it is not representable as a double (it underflows "
+                         "to 0); write 0 for a default, or a number ≥ 2.2e-308")
+    if math.isinf(value) and text.strip().lstrip("+-").lower() != "inf":
+        raise UsageError(f"the number {text} is not allowed: it is not representable as a double (it overflows)")
+    return value
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """"section.key=value" -> ("section.key", value); value read as a TOML scalar, else as a string."""
     key, sep, value_text = text.partition("=")
@@ -427,7 +458,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     section, name = _split_key(key)
     value_text = value_text.strip()
     try:
-        value = tomllib.loads(f"v = {value_text}")["v"]
+        value = tomllib.loads(f"v = {value_text}", parse_float=parse_float)["v"]
+    except UsageError as err:
+        raise UsageError(f"{section}.{name} = {value_text} is not allowed: {str(err).split(': ', 1)[1]}") from None
     except tomllib.TOMLDecodeError:
         value = value_text
     fld = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
@@ -441,14 +474,18 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Confi
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
+        if path.is_dir():
+            raise UsageError(f"config file {str(path)!r} is a folder, not a TOML config file")
         if not path.is_file():
             raise UsageError(f"config file {str(path)!r} does not exist")
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            raw = tomllib.loads(path.read_text(encoding="utf-8"), parse_float=parse_float)
         except UnicodeDecodeError:
             raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
         except tomllib.TOMLDecodeError as err:
             raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+        except UsageError as err:
+            raise UsageError(f"config file {str(path)!r}: {err}") from None
     cfg = config_from_dict(raw)
     parsed = dict(parse_override(o) for o in overrides)
     return cfg.with_overrides(parsed) if parsed else cfg

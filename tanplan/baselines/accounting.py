@@ -35,6 +35,9 @@ from tanplan.errors import UsageError
 
 ACCOUNTANTS = ("analytic", "pld", "rdp")
 NEIGHBOURING = "add/remove-one"
+# No target ε above this: it is no privacy, and far beyond it (ε ≈ 1e300) the Gaussian calibration's
+# arithmetic breaks down (NaN) instead of answering.
+MAX_EPSILON = 1000.0
 
 
 @dataclass(frozen=True)
@@ -189,9 +192,30 @@ def calibrated(relative_multipliers: Sequence[float], epsilon: float, delta: flo
     return sigma, gaussian_guarantee(multipliers, delta, accountant, base=sigma)
 
 
+def composed_guarantee(rhos: Sequence[float], delta: float) -> dict:
+    """(ε, δ) of every release together, the baselines being run on one dataset: their zCDP ρ add up (each
+    Gaussian release exactly 1/(2s²); each exponential mechanism by its bounded-range bound ε²/8, Cesar
+    and Rogers 2021), and ρ-zCDP is converted to (ε, δ) by dp-accounting's RDP accountant (ρ-zCDP is
+    (α, ρα)-RDP at every order α), under add/remove-one neighbours.
+
+        >>> composed_guarantee([0.005, 0.005], 1e-5)["rho"]
+        0.01
+    """
+    import dp_accounting
+
+    rho = float(sum(rhos))
+    if rho == 0:
+        return {"epsilon": 0.0, "delta": float(delta), "rho": 0.0, "releases": len(rhos), "accountant": "zcdp"}
+    acc = dp_accounting.rdp.RdpAccountant()
+    acc.compose(dp_accounting.ZCDpEvent(rho))
+    return {"epsilon": float(acc.get_epsilon(delta)), "delta": float(delta), "rho": rho, "releases": len(rhos),
+            "accountant": "zcdp (Gaussian releases exact, exponential mechanisms ε²/8), converted by RDP",
+            "neighbouring": NEIGHBOURING}
+
+
 def _check_target(epsilon: float, delta: float) -> None:
-    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"epsilon={epsilon!r} is not allowed: must be a finite number > 0")
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and 0 < epsilon <= MAX_EPSILON):
+        raise UsageError(f"epsilon={epsilon!r} is not allowed: must be a number in (0, {MAX_EPSILON:g}]")
     if not 0 < delta < 1:
         raise UsageError(f"delta={delta!r} is not allowed: must be in (0, 1)")
 

@@ -57,6 +57,8 @@ def _features(x, name: str) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 2:
         raise UsageError(f"{name} has shape {x.shape}; expected (examples, features)")
+    if x.shape[1] == 0:
+        raise UsageError(f"{name} has shape {x.shape}: 0 features per example; expected at least 1")
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
         raise UsageError(f"{name} has dtype {x.dtype}; expected numbers")
     x = x.astype(np.float64)

@@ -3,7 +3,9 @@
 Gaussian methods get the base σ whose composed releases spend at most the target (ε, δ) under the
 chosen accountant (tanplan.baselines.accounting); the exponential-mechanism methods run at ε exactly and
 report δ = 0. Every guarantee is for add/remove-one neighbours. `run_baselines` is what the
-`tanplan baseline` command and the `tanplan run` baseline stage call.
+`tanplan baseline` command and the `tanplan run` baseline stage call; it also returns the composed
+(ε, δ) of EVERY release it made (methods × ε × repeats, all on one dataset: `composed`), and a result
+drawn with a fixed seed says it is not private (`noise_secret` false, and a note).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class BaselineResult:
     mechanism: str = "gaussian"
     accountant: str = "analytic"
     neighbouring: str = accounting.NEIGHBOURING
+    noise_secret: bool = True  # False with a fixed --seed: the noise is reproducible, the result NOT private
     config: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -150,7 +153,8 @@ def run_baseline(name: str, data: FeatureSet, epsilon: float, delta: float, publ
         balanced_accuracy=float(mean[1]), minority_accuracy=float(mean[2]), wall_seconds=wall,
         imbalance_ratio=float(imbalance_ratio), n_train=len(data.y_train), repeats=repeats,
         accuracy_std=float(std[0]), balanced_accuracy_std=float(std[1]), minority_accuracy_std=float(std[2]),
-        mechanism=guarantee.mechanism, accountant=guarantee.accountant, config=asdict(cfg))
+        mechanism=guarantee.mechanism, accountant=guarantee.accountant, noise_secret=seed is None,
+        config=asdict(cfg))
 
 
 def run_baselines(methods: list[str], data: FeatureSet, epsilons: list[float], delta: float,
@@ -178,7 +182,20 @@ def run_baselines(methods: list[str], data: FeatureSet, epsilons: list[float], d
             results.append(result)
             if progress:
                 progress(result)
+    if seed is not None:
+        notes.append(f"the noise comes from --seed {seed}: anyone who knows it can remove the noise, so these "
+                     "results are NOT private (reproducible experiments only)")
+    if results:
+        total = composed(results, delta)
+        notes.append(f"composed: every release above ({total['releases']} = methods × ε × repeats, on one dataset) "
+                     f"spends ε = {total['epsilon']:.4g} at δ = {delta:.2g} together ({total['accountant']}, "
+                     "add/remove-one); each row's ε holds only for someone who sees that row alone")
     return results, notes
+
+
+def composed(results: list[BaselineResult], delta: float) -> dict:
+    """The composed guarantee of every release of `results` (each repeat is one release)."""
+    return accounting.composed_guarantee([r.rho for r in results for _ in range(r.repeats)], delta)
 
 
 def warm_imports(methods: list[str]) -> None:
@@ -198,18 +215,20 @@ def with_overrides(name: str, **changes) -> Any:
 
 def baseline_rows(epsilon: float | list[float], delta: float, features=None, public=None, methods="all",
                   imbalance_ratio: float = 1.0, seed: int | None = None, repeats: int = 1,
-                  accountant: str = "analytic") -> tuple[list[dict], list[str]]:
+                  accountant: str = "analytic", avoid_seeds=()) -> tuple[list[dict], list[str]]:
     """(rows, notes) for files on disk: the entry point of a `tanplan run` baseline stage.
 
     features/public are .npz paths; features=None uses the cached demo features (and their public set)
-    built by tanplan.baselines.features. Rows are BaselineResult.to_dict() records.
+    built by tanplan.baselines.features, from mnist1d draws whose seeds are none of `avoid_seeds` (the
+    user's private mnist1d draw: the demo must neither train its encoder on it nor spend ε on it).
+    Rows are BaselineResult.to_dict() records.
     """
     from tanplan.baselines.data import load_features, load_public
 
     if features is None:
-        from tanplan.baselines.features import demo_features
+        from tanplan.baselines.features import demo_features, demo_spec
 
-        features, public = demo_features()
+        features, public = demo_features(demo_spec(avoid_seeds))
     data = load_features(features)
     public_x = load_public(public, data.width) if public is not None else None
     names = select_methods(methods)

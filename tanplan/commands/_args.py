@@ -15,6 +15,8 @@ def _number(text: str, kind):
         raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    if isinstance(value, float) and value == 0.0 and any(c in "123456789" for c in text.lower().split("e")[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is not representable as a double (it underflows to 0)")
     return value
 
 
@@ -33,10 +35,13 @@ def positive_float(text: str) -> float:
 
 
 def probability(text: str) -> float:
-    """A δ: strictly between 0 and 1."""
+    """A δ: strictly between 0 and 1, and a normal double."""
     value = _number(text, float)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not allowed: must be in (0, 1)")
+    if value < sys.float_info.min:
+        raise argparse.ArgumentTypeError(f"{text} is not allowed: it is below {sys.float_info.min:.3g}, the smallest "
+                                         "normal double")
     return value
 
 

@@ -44,7 +44,7 @@ def configure(parser) -> None:
                         help="all (default), or one or more of dp-ls, dp-newton, dp-fc, dp-adam, dppl-mean, "
                              "dppl-public, dppl-publick (comma-separated)")
     parser.add_argument("--epsilon", type=float_list, metavar="E[,E...]", help="target ε (one or a list)")
-    parser.add_argument("--delta", type=probability, help="δ (default 1/n, n the training examples used)")
+    parser.add_argument("--delta", type=probability, help="δ (default n^-1.1, n the training examples used)")
     parser.add_argument("--imbalance-ratio", type=_ratio, default=1.0, metavar="R",
                         help="subsample the training split to an exponential long tail with largest/smallest "
                              "class = R (default 1: as given)")
@@ -54,8 +54,8 @@ def configure(parser) -> None:
                         help="independent noise draws per method and ε; mean and std reported "
                              "(each draw is a separate release at the stated ε)")
     parser.add_argument("--seed", type=_seed, metavar="S",
-                        help="seed of the privacy noise, for reproducible experiments only (default: fresh OS "
-                             "entropy; anyone who knows the seed can remove the noise)")
+                        help="seed of the privacy noise, for reproducible experiments only: the output is NOT "
+                             "private and says so (default: fresh OS entropy)")
     parser.add_argument("--make-features", metavar="DIR",
                         help="write the demo features (encoder trained on public mnist1d) to DIR/features.npz "
                              "and DIR/public.npz; they serve as --features/--public when those are not given")
@@ -71,7 +71,13 @@ def run(args) -> int:
 
     from tanplan.workflow.inputs import check_out_dir
 
+    from tanplan.baselines.accounting import MAX_EPSILON
+
     methods = runner.select_methods(args.method)  # an unknown name fails before any work
+    for eps in args.epsilon or ():
+        if eps > MAX_EPSILON:
+            raise UsageError(f"--epsilon {eps:g} is not allowed: must be in (0, {MAX_EPSILON:g}] (above, a release "
+                             "protects nothing)")
     check_out_dir(args.out)  # before the noise is drawn and the results printed
     check_out_dir(args.make_features, "--make-features")
     if args.features is None and not args.make_features:
@@ -100,10 +106,12 @@ def run(args) -> int:
     if public is None and all(runner.REGISTRY[m].needs_public for m in methods):
         raise UsageError(f"{', '.join(methods)} need a public set: pass --public P.npz")
     n_used = len(imbalanced(data, args.imbalance_ratio).y_train)
-    delta = args.delta if args.delta is not None else 1.0 / n_used
-    if delta > 1.0 / n_used:  # a warning, printed once every input is known to be good
-        print(f"tanplan: warning: delta={delta:g} exceeds 1/n={1.0 / n_used:.3g}: such a δ allows releasing "
-              "some examples outright", file=sys.stderr)
+    from tanplan.privacy.plan import default_delta
+
+    delta = args.delta if args.delta is not None else default_delta(n_used)
+    if delta >= 1.0 / n_used:  # a warning, printed once every input is known to be good
+        print(f"tanplan: warning: delta={delta:g} is ≥ 1/n={1.0 / n_used:.3g}: such a δ allows releasing "
+              "an example outright", file=sys.stderr)
 
     def progress(r) -> None:
         print(f"tanplan: {r.method} at ε={r.target_epsilon:g}: balanced accuracy {r.balanced_accuracy:.3f} "

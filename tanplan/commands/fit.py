@@ -39,7 +39,7 @@ def run(args) -> int:
     from tanplan.config import load_config, with_tuned
     from tanplan.errors import UsageError
     from tanplan.reports import fit as fit_report
-    from tanplan.workflow import fit, ladder, privacy_spent
+    from tanplan.workflow import fit, ladder, tuning
     from tanplan.workflow.inputs import check_config, check_out_dir
 
     cfg = load_config(args.config, args.set)
@@ -51,6 +51,7 @@ def run(args) -> int:
     out = Path(args.out)
     check_config(cfg)  # before any data is read
     check_out_dir(out)
+    tuning.check(cfg)
     if args.vary == "batch" and sizes == "auto":
         ladder.check_ladder(cfg)
     elif args.vary == "batch":
@@ -61,8 +62,11 @@ def run(args) -> int:
             raise UsageError(f"--vary {args.vary} needs --proxy-batch-size (or explicit --batch-sizes): the proxy B' "
                              "that every member trains")
         proxy = args.proxy_batch_size or min(sizes)
+    tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
+    proxies = tune.proxy_cfg
     if args.vary == "data":
-        result = fit.dataset_size_study(cfg, args.factors or [0.25, 0.5, 1.0], proxy, seeds, out, log=log)
+        result = fit.dataset_size_study(proxies, args.factors or [0.25, 0.5, 1.0], proxy, seeds, out, log=log)
+        _report_spent(result, out, tune, log)
         if args.json:
             print_json(result)
         else:
@@ -71,7 +75,8 @@ def run(args) -> int:
                          for m in result["members"]], title="dataset size at fixed (B, σ, S)")
         return 0
     if args.vary == "steps":
-        result = fit.privacy_parameter_search(cfg, args.factors or list(section.factors), proxy, seeds, out, log=log)
+        result = fit.privacy_parameter_search(proxies, args.factors or list(section.factors), proxy, seeds, out, log=log)
+        _report_spent(result, out, tune, log)
         if args.json:
             print_json(result)
         else:
@@ -82,14 +87,11 @@ def run(args) -> int:
         return 0
     law = args.law or section.law
     if sizes == "auto":
-        result = ladder.ladder_fit(cfg.with_overrides({"fit.law": law}), out, log=log)
+        result = ladder.ladder_fit(proxies.with_overrides({"fit.law": law}), out, log=log)
     else:
-        result = fit.fit_batch_law(cfg, sizes, seeds, out, level=section.level, law=law, log=log)
+        result = fit.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law, log=log)
         fit_report.write_fit_report(result, out)
-    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit")
-    log(f"ε of its {spent['runs']} runs composed: {spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) "
-        f"at δ = {spent['delta']:.3g}: the cost to the data they trained on ({out / privacy_spent.FILE})"
-        if spent["delta"] else "no release: nothing spent")
+    _report_spent(result, out, tune, log)
     if args.json:
         print_json(result)
     elif result.get("ladder") is not None and "law" not in result:
@@ -100,3 +102,15 @@ def run(args) -> int:
         print(f"figure: {out / 'scaling_law.png'}")
     return 0
 
+
+
+def _report_spent(result: dict, out, tune, log) -> None:
+    """privacy_spent.json of the fit's runs, and one line saying what it is the cost to."""
+    from tanplan.workflow import privacy_spent
+
+    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    result["tuning"] = tune.to_dict()
+    whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
+             else "the private training set")
+    log(f"ε of its {spent['runs']} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
+        f"({out / privacy_spent.FILE})")

@@ -37,12 +37,15 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
+    import json
+    from pathlib import Path
+
     from tanplan.workflow import fit
     from tanplan.config import load_config, with_tuned
     from tanplan.errors import UsageError
     from tanplan.ray_session import check_address
-    from tanplan.workflow.inputs import check_config, check_out_dir
-    from tanplan.workflow.launch import launch
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
+    from tanplan.workflow.launch import check_tuning_runs, launch, tuning_of_best, with_tuning
 
     cfg = load_config(args.config, args.set)
     cfg = with_tuned(cfg, fit.load_best_overrides(args.best), f"--best {args.best}")
@@ -52,13 +55,33 @@ def run(args) -> int:
     check_address(args.address)  # malformed or unreachable: before any data is read
     check_config(cfg)
     check_out_dir(args.out)
+    check_resume(args.out, args.resume)
+    record = trials = note = None
+    if args.best:  # where the sweep's proxies trained: composed with the launch when it was the private set
+        record, trials, note = tuning_of_best(json.loads(Path(args.best).read_text(encoding="utf-8")), args.best)
+    check = (lambda run: check_tuning_runs(trials, run)) if trials is not None else None
     result = launch(cfg, args.out, progress=not args.json, backend=args.backend, resume=args.resume,
                     num_workers=args.num_workers, gpus_per_worker=args.gpus_per_worker, address=args.address,
-                    allow_public_noise=args.allow_public_noise)
+                    allow_public_noise=args.allow_public_noise, before_training=check)
+    if record is not None and result["accounting"]:
+        result = with_tuning(result, Path(args.out), record, trials)
+    result["tuning_note"] = note
     if args.json:
         print_json(result)
+        return 0
+    s, a = result["summary"], result["accounting"]
+    if a:
+        relation = "" if a["neighbouring"] == "add_remove" else ", replace-one of record"
+        eps = (f"ε = {a['epsilon']:.4g} ({a['accountant'].upper()}{relation}; RDP {a['epsilon_rdp']:.4g}, PLD "
+               f"{a['epsilon_pld']:.4g}, replace-one {a['epsilon_replace_one']:.4g}) at δ = {a['delta']:.3g}")
     else:
-        s, a = result["summary"], result["accounting"]
-        eps = f"ε = {a['epsilon_rdp']:.4g} (RDP), {a['epsilon_pld']:.4g} (PLD) at δ = {a['delta']:.3g}" if a else "non-private"
-        print(f"test accuracy {s['test_accuracy']:.4f}; {eps}; {result['wall_seconds']:.1f} s")
+        eps = "non-private"
+    print(f"test accuracy {s['test_accuracy']:.4f}; {eps}; {result['wall_seconds']:.1f} s")
+    if note:
+        print(note)
+    if "epsilon_total" in result and result["tuning_data"] == "private":
+        print(f"total ε on the private set (the sweep's {result['epsilon_total_runs'] - 1} runs and the launch): "
+              f"{result['epsilon_total']:.4g} ({result['epsilon_total_accountant'].upper()}; RDP "
+              f"{result['epsilon_total_rdp']:.4g}) at δ = {a['delta']:.3g}"
+              + (f" ({result['epsilon_total_note']})" if result["epsilon_total_note"] else ""))
     return 0

@@ -55,7 +55,8 @@ def run(args) -> int:
         r = result[name]
         low, high = r["prediction_interval"]
         print(f"{name.replace('_', '-')}: B = {r['batch_size']:,}, S = {r['steps']:,}, σ = {r['sigma']:.4g} "
-              f"(ε = {r['eps_rdp']:.4f} RDP), learning rate {r['learning_rate']:.4g}: predicted accuracy "
+              f"(ε = {r['epsilon']:.4f} {r['accountant'].upper()}, RDP {r['eps_rdp']:.4f}), learning rate "
+              f"{r['learning_rate']:.4g}: predicted accuracy "
               f"{r['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]")
     print(f"verdict: {result['verdict']}")
     print(f"proxy compute: {result['proxy_compute_fraction']:.3f} of one launch; simulated in "
@@ -64,6 +65,7 @@ def run(args) -> int:
         a = result["launch"]
         print(f"launched: actual accuracy {a['actual_accuracy']:.4f} "
               f"({'inside' if a['inside_interval'] else 'OUTSIDE'} the interval); ε = {a['epsilon_rdp']:.4g} (RDP), "
-              f"total ε on the private set {result['epsilon_total_rdp']:.4g} ({result['tuning_data']} tuning data)")
+              f"total ε on the private set {result['epsilon_total']:.4g} ({result['epsilon_total_accountant'].upper()}; "
+              f"{result['tuning_data']} tuning data)")
     print(f"report: {Path(args.out) / 'report.md'}")
     return 0

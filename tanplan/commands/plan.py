@@ -24,9 +24,13 @@ def add_target_arguments(parser, *, frontier: bool = False) -> None:
     noise = parser.add_mutually_exclusive_group(required=True)
     noise.add_argument("--sigma", type=positive_float, help="noise multiplier σ")
     noise.add_argument("--epsilon", type=positive_float, help="target ε: σ is calibrated to it")
-    parser.add_argument("--delta", type=probability, help="δ (default 1/N)")
-    parser.add_argument("--accountant", choices=("rdp", "pld", "both"), default="rdp",
-                        help="exact accountant; with --epsilon, σ is calibrated with rdp unless pld is asked")
+    parser.add_argument("--delta", type=probability, help="δ (default N^-1.1, below 1/N; a δ ≥ 1/N is computed "
+                        "with a warning)")
+    parser.add_argument("--accountant", choices=("pld", "rdp", "both"), default="pld",
+                        help="accountant of record: σ is calibrated to --epsilon with it (default pld, the tightest; "
+                             "both = pld); both accountants are always reported")
+    parser.add_argument("--neighbouring", choices=("add_remove", "replace_one"), default="add_remove",
+                        help="relation of record, the one σ is calibrated to (replace_one: PLD only); both reported")
 
 
 def configure(parser) -> None:
@@ -52,25 +56,39 @@ def configure(parser) -> None:
     parser.add_argument("--out", metavar="DIR", help="write report.md, family tables (CSV) and figures here")
 
 
+def record_of(args) -> str:
+    """The accountant of record the arguments ask for (both = pld)."""
+    return "rdp" if args.accountant == "rdp" else "pld"
+
+
 def accountants_of(args) -> tuple[str, ...]:
-    return ("rdp", "pld") if args.accountant == "both" else (args.accountant,)
+    """Every accountant reported, the one of record first."""
+    return ("rdp", "pld") if record_of(args) == "rdp" else ("pld", "rdp")
 
 
 def plan_of(args):
-    """The Plan the arguments describe (σ calibrated when --epsilon is given)."""
+    """The Plan the arguments describe (σ calibrated when --epsilon is given); warns when δ ≥ 1/N."""
     from tanplan.errors import UsageError
     from tanplan.privacy.plan import Plan, default_delta
 
     if args.batch_size > args.dataset_size:
         raise UsageError(f"--batch-size {args.batch_size} is not allowed: must be ≤ --dataset-size {args.dataset_size}")
+    neighbouring = getattr(args, "neighbouring", "add_remove")
+    if neighbouring == "replace_one" and record_of(args) == "rdp":
+        raise UsageError("--neighbouring replace_one is not allowed with --accountant rdp: only PLD computes "
+                         "replace-one for Poisson sampling")
     delta = args.delta if args.delta is not None else default_delta(args.dataset_size)
-    if args.delta is not None and args.delta > 1.0 / args.dataset_size:
-        print(f"tanplan: warning: delta={args.delta:g} exceeds 1/N={1.0 / args.dataset_size:.3g}: such a δ "
-              f"allows releasing some examples outright", file=sys.stderr)
-    calibrator = "pld" if args.accountant == "pld" else "rdp"
     if args.epsilon is not None:
-        return Plan.from_budget(args.dataset_size, args.batch_size, args.steps, args.epsilon, delta, calibrator)
-    return Plan(args.dataset_size, args.batch_size, args.steps, args.sigma, delta, None, calibrator)
+        plan = Plan.from_budget(args.dataset_size, args.batch_size, args.steps, args.epsilon, delta, record_of(args),
+                                neighbouring)
+    else:
+        plan = Plan(args.dataset_size, args.batch_size, args.steps, args.sigma, delta, None, record_of(args),
+                    neighbouring)
+    if plan.delta_above_one_over_n:  # after every check: informational lines never precede an error
+        print(f"tanplan: warning: delta={delta:g} is ≥ 1/N={1.0 / args.dataset_size:.3g}: such a δ allows releasing "
+              "an example outright; training commands refuse it unless privacy.allow_large_delta = true",
+              file=sys.stderr)
+    return plan
 
 
 def run(args) -> int:
@@ -91,7 +109,7 @@ def run(args) -> int:
     accountants = accountants_of(args)
     result = plan.to_dict(accountants)
     result["regime_text"] = tan.REGIME_TEXT[plan.regime]
-    result["advice"] = advice(plan, accountants[0])
+    result["advice"] = advice(plan)
     if args.dataset_sizes:
         from tanplan.privacy.plan import with_dataset_size
 
@@ -108,7 +126,7 @@ def run(args) -> int:
     for line in result["advice"]:
         print(f"  - {line}")
     for row in result.get("dataset_sizes", []):
-        exact = ", ".join(f"ε {acc.upper()} {row['eps_' + acc]:.4g}" for acc in accountants)
+        exact = ", ".join(f"ε {acc.upper()} {row['eps_' + acc]:.4g}" for acc in accountants if row["eps_" + acc])
         print(f"  N = {row['dataset_size']:,}: q {row['q']:.4g}, η {row['eta']:.4g}, N·η {row['dataset_size'] * row['eta']:.4g}, "
               f"δ {row['delta']:.2g}, {exact}, ε_TAN {row['eps_tan']:.4g}")
     print("ε_TAN is a heuristic, never a guarantee; the exact ε is the accountant's.")
@@ -128,9 +146,9 @@ def check_frontier_arguments(args) -> None:
                         ("--dataset-sizes", args.dataset_sizes)):
         if value is not None:
             raise UsageError(f"{flag} is not allowed with {budget}: the frontier chooses B and S itself")
-    if args.accountant != "rdp":
-        raise UsageError(f"--accountant {args.accountant} is not allowed with {budget}: the frontier is calibrated "
-                         f"and reported with rdp")
+    if args.neighbouring != "add_remove":
+        raise UsageError(f"--neighbouring {args.neighbouring} is not allowed with {budget}: the frontier is "
+                         "calibrated under add/remove-one")
     if args.samples_per_second is not None and args.device_hours is None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
     if args.steps_factor <= 1:
@@ -144,7 +162,8 @@ def run_frontier(args) -> int:
     check_frontier_arguments(args)
     result = frontier_plan(args.dataset_size, args.epsilon, args.delta, compute=args.compute,
                            device_hours=args.device_hours, samples_per_second=args.samples_per_second,
-                           model=args.model, min_batch_size=args.min_batch_size, factor=args.steps_factor)
+                           model=args.model, min_batch_size=args.min_batch_size, factor=args.steps_factor,
+                           accountant=record_of(args))
     if args.json:
         print_json(result)
         return 0

@@ -44,13 +44,15 @@ def run(args) -> int:
             "proxy_batch_size": proxy.batch_size, "proxy_sigma": proxy.sigma, "steps": proxy.steps,
             "eta_step": proxy.eta_step, "savings": target.savings(proxy), "proxy_regime": proxy.regime.value,
             "dataset_size": target.dataset_size, "batch_size": target.batch_size, "sigma": target.sigma,
-            "delta": target.delta, "target_eps_rdp": target.epsilon("rdp"), "note": CAVEAT,
+            "delta": target.delta, "target_epsilon": target.epsilon(), "target_accountant": target.accountant,
+            "target_eps_rdp": target.epsilon("rdp"), "note": CAVEAT,
         })
     if args.json:
         print_json(rows[0] if len(rows) == 1 else rows)
         return 0
     print_table([("target", f"B={target.batch_size:,}  σ={target.sigma:.4g}  S={target.steps:,}  "
-                            f"η_step={target.eta_step:.4g}  exact ε (RDP)={target.epsilon('rdp'):.4g}")],
+                            f"η_step={target.eta_step:.4g}  exact ε ({target.accountant.upper()})={target.epsilon():.4g}, "
+                            f"RDP {target.epsilon('rdp'):.4g}")],
                 title="TAN proxy")
     for r in rows:
         print(f"  proxy   B'={r['proxy_batch_size']:,}  σ'={r['proxy_sigma']:.4g}  S={r['steps']:,}  "

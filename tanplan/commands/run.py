@@ -45,8 +45,10 @@ def run(args) -> int:
         raise NotLaunched(f"not launched: {summary['reason']}; {summary['what_to_change']} "
                           f"(or --launch-anyway); report {args.out}/report.md")
     if not args.json:
+        acc = summary["accountant"].upper()
         print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; launch ε = "
-              f"{summary['epsilon_rdp']:.4g}, total ε on the private set = {summary['epsilon_total_rdp']:.4g} (RDP; "
-              f"{summary['tuning_data']} tuning data); proxy compute {summary['proxy_compute_fraction']:.4f} of the "
-              f"target's; report {args.out}/report.md")
+              f"{summary['epsilon']:.4g} ({acc}; RDP {summary['epsilon_rdp']:.4g}, replace-one "
+              f"{summary['epsilon_replace_one']:.4g}), total ε on the private set = {summary['epsilon_total']:.4g} "
+              f"({summary['epsilon_total_accountant'].upper()}; {summary['tuning_data']} tuning data); proxy compute "
+              f"{summary['proxy_compute_fraction']:.4f} of the target's; report {args.out}/report.md")
     return 0

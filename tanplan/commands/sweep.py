@@ -37,34 +37,44 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
     from tanplan.errors import UsageError
+    from tanplan.fileio import write_json_atomic
     from tanplan.workflow import privacy_spent
     from tanplan.workflow.sweep.search import check_address, prepare, run_sweep
 
     if args.top_k is not None and args.top_k < 0:
         raise UsageError(f"--top-k {args.top_k} is not allowed: must be >= 0")
     cfg = load_config(args.config, args.overrides)
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow import tuning
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_sweep_space
+    from tanplan.workflow.sweep.search import check_proxy
     from tanplan.workflow.sweep.study import check_study_file
 
-    check_config(cfg)  # names, paths, the folder, the address and the study: before any data is read
+    check_config(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
     check_out_dir(args.out)
     check_address(args.address)
     check_study_file(Path(args.out), resume=args.resume)
-    spec = prepare(cfg, proxy_batch_size=args.proxy_batch_size, trials=args.trials, top_k=args.top_k,
+    check_proxy(cfg, args.proxy_batch_size)
+    check_sweep_space(cfg)
+    tuning.check(cfg)
+    tune = tuning.for_config(cfg)  # the trials train the proxies' config: [tuning] data, public by default
+    spec = prepare(tune.proxy_cfg, proxy_batch_size=args.proxy_batch_size, trials=args.trials, top_k=args.top_k,
                    seeds=args.seeds, scheduler=args.scheduler, max_concurrent=args.max_concurrent)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     t, p = spec.target, spec.proxy
     log(f"tanplan sweep: target B={t['batch_size']} σ={_g(t.get('sigma'))} S={t['steps']}  ->  proxy "
         f"B'={p['batch_size']} σ'={_g(p.get('sigma'))}  ({t['batch_size'] / p['batch_size']:.3g}x cheaper), "
-        f"{spec.trials} trials over {', '.join(d.name for d in spec.dims)}")
+        f"{spec.trials} trials over {', '.join(d.name for d in spec.dims)}; proxies learn on {tune.source}")
     try:
         summary = run_sweep(spec, Path(args.out), address=args.address, resume=args.resume, log=log)
     except KeyboardInterrupt:
         print(f"tanplan: sweep interrupted; finished trials are kept in {args.out}: continue with --resume",
               file=sys.stderr)
         return 130
-    spent = privacy_spent.report(Path(args.out) / "trials", args.out, "sweep trials and re-runs")
+    spent = privacy_spent.report(Path(args.out) / "trials", args.out, "sweep trials and re-runs", tune)
     summary["privacy_spent"] = spent
+    summary["tuning"] = tune.to_dict()
+    summary["trials_dir"] = "trials"  # `launch --best` composes these ledgers with the launch's (private tuning)
+    write_json_atomic(Path(args.out) / "best.json", summary)
     if args.json:
         print_json(summary)
         return 0
@@ -80,9 +90,9 @@ def run(args) -> int:
             rows.append((f"mean over {best['reruns']} seeds", f"{best['mean_accuracy']:.4f}{spread}"))
     rows += [("wall time", f"{summary['wall_seconds']['search']:.0f} s search, "
                            f"{summary['wall_seconds']['reruns']:.0f} s re-runs"),
-             ("ε of all its runs composed", f"{spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) at "
-                                            f"δ = {spent['delta']:.3g}: the cost to the data they trained on"
-                                            if spent["delta"] else "nothing released"),
+             ("tuning data", tune.source + (": the private set is untouched" if tune.data == "public" else
+                                            ": compose this ε with the launch's (`launch --best` does)")),
+             ("ε of all its runs composed", privacy_spent.describe(spent)),
              ("written to", f"{args.out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
     print_table(rows, title=f"tanplan sweep: {cfg.experiment.name}")
     return 0

@@ -22,11 +22,12 @@ def run(args) -> int:
     from tanplan.commands._args import print_json, print_table
     from tanplan.config import load_config
 
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
 
     cfg = load_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
     check_config(cfg)  # names and paths, before the data is loaded or generated
     check_out_dir(args.out)
+    check_resume(args.out, args.resume)
     from tanplan.engine.loop import train_and_evaluate
 
     summary = train_and_evaluate(cfg, Path(args.out) if args.out else None, resume=args.resume,
@@ -37,7 +38,9 @@ def run(args) -> int:
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
     rows = [
         ("test accuracy", fmt(summary["test_accuracy"], "{:.4f}")),
-        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')}"),
+        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')} "
+                                f"(add/remove-one; {summary['accountant']} of record)"),
+        ("epsilon, replace-one (pld)", fmt(summary["epsilon_replace_one"], "{:.3f}")),
         ("delta", fmt(summary["delta"])),
         ("batch size, steps, sigma", f"{summary['batch_size']}, {summary['steps']}, {fmt(summary['sigma'])}"),
         ("wall time", f"{summary['wall_seconds']:.1f} s"),

@@ -87,11 +87,22 @@ def validated(ds: Dataset, source: str) -> Dataset:
     labels = np.concatenate([y_train, y_test])
     num_classes = int(ds.num_classes) if ds.num_classes > 0 else int(labels.max()) + 1
     if labels.min() < 0 or labels.max() >= num_classes:
-        raise UsageError(f"{source}: labels must lie in [0, {num_classes}); found "
+        origin = (" (an npz file's class count is its num_classes entry, else its largest test label + 1: add "
+                  "num_classes to the file)") if ds.name == "npz" else ""
+        raise UsageError(f"{source}: labels must lie in [0, {num_classes}){origin}; found "
                          f"{int(labels.min())}..{int(labels.max())}")
     if num_classes < 2:
         raise UsageError(f"{source}: found {num_classes} class; a classifier needs at least 2")
     return Dataset(ds.name, x_train, y_train, x_test, y_test, num_classes, ds.mean, ds.std)
+
+
+def row_digests(x: np.ndarray) -> set[bytes]:
+    """A 16-byte digest of each example's input (float32 bytes): two sets that share an example share a
+    digest (used to refuse a "public" tuning set that holds private examples)."""
+    import hashlib
+
+    rows = np.ascontiguousarray(np.asarray(x, np.float32).reshape(len(x), -1))
+    return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
 
 
 def _labels(y, what: str) -> np.ndarray:

@@ -1,4 +1,9 @@
-"""Any dataset stored as one .npz file with x_train, y_train, x_test, y_test.
+"""Any dataset stored as one .npz file with x_train, y_train, x_test, y_test (and optionally num_classes).
+
+The number of classes (the model's output width, published in model.json) comes from public information
+only: the file's `num_classes` entry (a scalar) when it has one, else the largest TEST label + 1 (the test
+set is used for evaluation and is not protected: docs/privacy.md). Never from the training labels, whose
+largest value is a noiseless function of the private data; a training label outside that range is refused.
 
 The arrays are used as given (cast to float32): normalise them beforehand with public constants.
 uint8 arrays are taken as pixels and scaled to [0, 1]. Shapes: (n, d) is read as a 1D signal
@@ -31,13 +36,27 @@ def load_npz(path) -> Dataset:
                 raise UsageError(f"{path} lacks {', '.join(missing)}; it must hold {', '.join(KEYS)} "
                                  f"(found: {', '.join(f.files) or 'nothing'})")
             arrays = {k: f[k] for k in KEYS}
+            declared = f["num_classes"] if "num_classes" in f.files else None
     except UsageError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise UsageError(f"cannot read {path} as .npz: {e}") from None
     x_train, x_test = _inputs(arrays["x_train"], path, "x_train"), _inputs(arrays["x_test"], path, "x_test")
-    # num_classes=0: validated() infers it from the largest label once the labels are checked.
-    return Dataset("npz", x_train, arrays["y_train"], x_test, arrays["y_test"], num_classes=0)
+    return Dataset("npz", x_train, arrays["y_train"], x_test, arrays["y_test"],
+                   num_classes=public_num_classes(declared, arrays["y_test"], path))
+
+
+def public_num_classes(declared, y_test, path) -> int:
+    """The class count from the file's num_classes entry, else from the test labels (public)."""
+    from tanplan.data.dataset import MAX_CLASSES, check_labels
+
+    if declared is not None:
+        value = np.asarray(declared)
+        if value.shape != () or not np.issubdtype(value.dtype, np.integer) or not 2 <= int(value) <= MAX_CLASSES:
+            raise UsageError(f"{path}: num_classes must be one whole number in [2, {MAX_CLASSES:,}], found {value!r}")
+        return int(value)
+    labels = check_labels(y_test, f"{path}: y_test")
+    return int(labels.max()) + 1 if len(labels) else 0
 
 
 def _inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:

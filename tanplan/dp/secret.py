@@ -14,7 +14,12 @@ drawn once per run, and from nothing else:
   a resumed run continues with the identical batches and noise; never in a config, summary, ledger,
   metrics file, report, log or the released model, and `repr` hides it.
 - Two runs never share one: a proxy at constant η_step has σ'/B' = σ/B, so the same noise in a proxy
-  and its target would cancel in the difference of the two released models.
+  and its target would cancel in the difference of the two released models (for SGD,
+  θ_A/η_A − θ_B/η_B). So a secret is BOUND to the run it was drawn for: `for_run` stores, beside it, a
+  keyed hash (HMAC under the secret itself) of every value the run's computation depends on (the config
+  keys that change its batches, noise or updates, the identity of its training data, the structure of
+  its parameters). Only a resume of that same run reuses it; a new run into the folder draws a fresh
+  one; a resume whose run differs is refused, naming the first differing key, and nothing is deleted.
 
 `RunSecret.from_noise_seed(n)` (privacy.noise_seed = n) derives the randomness from a number that the
 config shows: reproducible, for tests only, and NOT private (`reproducible` is then True).
@@ -26,6 +31,8 @@ config shows: reproducible, for tests only, and NOT private (`reproducible` is t
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 from dataclasses import dataclass
@@ -78,10 +85,29 @@ class RunSecret:
 
         return jax.random.wrap_key_data(self.key_data(stream), impl="threefry2x32")
 
+    def bind(self, identity: dict) -> dict:
+        """{key: HMAC-SHA256(secret, key = value)} for each key of the run's identity: enough to tell which
+        value changed, nothing about the values to whoever lacks the secret."""
+        mac_key = np.asarray(self.words, dtype=np.uint32).tobytes()
+        return {k: hmac.new(mac_key, f"{k}={json.dumps(v, sort_keys=True)}".encode(), hashlib.sha256).hexdigest()[:24]
+                for k, v in sorted(identity.items())}
+
+    def mismatch(self, binding: dict | None, identity: dict) -> str | None:
+        """The first key whose value differs from the one this secret was bound to (None: the same run,
+        or a legacy secret stored without a binding)."""
+        if binding is None:
+            return None
+        mine = self.bind(identity)
+        for key in [*identity, *sorted(set(binding) - set(identity))]:  # the config's keys first: they name the cause
+            if binding.get(key) != mine.get(key):
+                return key
+        return None
+
     # ---------------------------------------------------------------- private storage
 
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write the secret to directory/run_secret.json, readable by its owner only (mode 0600).
+    def save(self, directory: str | os.PathLike, binding: dict | None = None) -> Path:
+        """Write the secret (and its binding, see `bind`) to directory/run_secret.json, readable by its
+        owner only (mode 0600).
 
         The folder itself is made owner-only too. Written once, atomically: a killed process leaves
         either no file or the whole file, never a partial secret.
@@ -94,7 +120,7 @@ class RunSecret:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"words": list(self.words), "reproducible": self.reproducible}, f)
+                json.dump({"words": list(self.words), "reproducible": self.reproducible, "binding": binding}, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -106,39 +132,59 @@ class RunSecret:
     @classmethod
     def load(cls, directory: str | os.PathLike) -> "RunSecret | None":
         """The secret saved in directory, or None when there is none; UsageError when it is unreadable."""
-        path = Path(directory) / FILE_NAME
-        if not path.exists():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            words = tuple(int(w) for w in data["words"])
-            reproducible = bool(data.get("reproducible", False))
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise UsageError(f"the run's secret {str(path)!r} is unreadable ({type(err).__name__}); without it "
-                             "the run cannot be resumed exactly: start a new --out") from None
-        if len(words) != WORDS or not all(0 <= w < 2**32 for w in words):
-            raise UsageError(f"the run's secret {str(path)!r} is malformed: start a new --out")
-        return cls(words, reproducible)
+        found = load_bound(directory)
+        return found[0] if found is not None else None
 
 
-def for_run(directory: str | os.PathLike | None, noise_seed: int, *, create: bool = True) -> RunSecret:
+def load_bound(directory: str | os.PathLike) -> tuple[RunSecret, dict | None] | None:
+    """(the secret saved in directory, its binding or None), or None when there is none; UsageError when
+    it is unreadable."""
+    path = Path(directory) / FILE_NAME
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        words = tuple(int(w) for w in data["words"])
+        reproducible = bool(data.get("reproducible", False))
+        binding = data.get("binding")
+        if binding is not None and not (isinstance(binding, dict) and all(isinstance(v, str) for v in binding.values())):
+            raise TypeError("binding")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"the run's secret {str(path)!r} is unreadable ({type(err).__name__}); without it "
+                         "the run cannot be resumed exactly: start a new --out") from None
+    if len(words) != WORDS or not all(0 <= w < 2**32 for w in words):
+        raise UsageError(f"the run's secret {str(path)!r} is malformed: start a new --out")
+    return RunSecret(words, reproducible), binding
+
+
+def for_run(directory: str | os.PathLike | None, noise_seed: int, *, identity: dict | None = None,
+            resume: bool = True, create: bool = True) -> RunSecret:
     """The secret of the run whose private folder is `directory` (None: a run that writes no files).
 
-    An existing secret is reused (a restarted or resumed run repeats the same computation, so it
-    releases nothing new); otherwise a fresh one is drawn from OS entropy and saved before any step,
-    or, with noise_seed >= 0, derived from it. create=False (the workers of a multi-process run)
-    requires the secret that the driver saved.
+    identity: what the run's noise protects ({key: value}, see the module docstring), to which the
+    secret is bound. resume=True: a stored secret bound to the same identity is reused (a resumed or
+    restarted run repeats the same computation, so it releases nothing new); one bound to another
+    identity is refused (UsageError naming the key; nothing is deleted). resume=False (a new run): a
+    stored secret is never reused, a fresh one replaces it. A fresh secret comes from OS entropy, or
+    with noise_seed >= 0 from that seed (not private), and is saved with its binding before any step.
+    create=False (the workers of a multi-process run) requires the secret the driver saved.
     """
     wanted = RunSecret.from_noise_seed(noise_seed) if noise_seed >= 0 else None
-    stored = RunSecret.load(directory) if directory is not None else None
-    if stored is not None:
+    found = load_bound(directory) if directory is not None else None
+    if found is not None and (resume or not create):
+        stored, binding = found
         if (wanted is not None and stored != wanted) or (wanted is None and stored.reproducible):
             raise UsageError(f"privacy.noise_seed = {noise_seed} does not match the noise of the run in "
                              f"{str(directory)!r}: keep the config it started with, or start a new --out")
+        key = stored.mismatch(binding, identity) if identity is not None else None
+        if key is not None:
+            raise UsageError(f"--resume is not allowed: the run in {str(Path(directory).parent)!r} was started with "
+                             f"another {key}; its secret belongs to that run only (nothing was changed): restore "
+                             "the run's config, or start a new run in another --out")
         return stored
     if not create:
         raise UsageError(f"no run secret in {str(directory)!r}: the launcher must create it before the workers start")
     secret = wanted or RunSecret.fresh()
     if directory is not None:
-        secret.save(directory)
+        secret.save(directory, secret.bind(identity) if identity is not None else None)
     return secret

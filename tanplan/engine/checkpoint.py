@@ -14,7 +14,9 @@ Atomicity and damage: orbax writes each step into a temporary directory and rena
 the last two complete checkpoints are kept; temporary directories left by a killed process are removed
 whenever the folder is opened or closed. `restore_intact` takes the newest checkpoint that reads back
 whole and matches its checksum, removes the unreadable newer ones (the run redoes those steps with the
-same secret, so it releases nothing new) and says which it skipped.
+same secret, so it releases nothing new) and says which it skipped. Only bytes that cannot be read back
+or fail their checksum are damage: a checkpoint of another structure (another model, the EMA switched
+on or off) is a user's mistake, refused with UsageError before any state is read, and nothing is deleted.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from tanplan.errors import CheckpointError
+from tanplan.errors import CheckpointError, UsageError
 
 MAX_TO_KEEP = 2
 
@@ -82,7 +84,7 @@ class Checkpoints:
     def save(self, step: int, tree, meta: dict) -> None:
         ocp = self._ocp
         leaves = _leaves(tree)
-        meta = {**meta, "state_checksum": leaves_checksum(leaves.values())}
+        meta = {**meta, "state_checksum": leaves_checksum(leaves.values()), "structure": _signature(leaves.values())}
         try:
             self.manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(leaves),
                                                             meta=ocp.args.JsonSave(meta)), force=True)
@@ -92,13 +94,24 @@ class Checkpoints:
                                   f"({err.strerror or err}); the previous checkpoint is kept") from None
 
     def restore(self, step: int, template) -> tuple[Any, dict]:
-        """(tree shaped like template with the saved leaves, meta) of one checkpoint; CheckpointError if it
-        belongs to another model, _Damaged if it cannot be read whole or does not match its checksum."""
+        """(tree shaped like template with the saved leaves, meta) of one checkpoint; UsageError if it
+        holds a state of another structure (nothing is touched), _Damaged if it cannot be read whole or
+        does not match its checksum."""
         import jax
 
         ocp = self._ocp
         leaves, treedef = jax.tree.flatten(template)
         target = {f"leaf_{i:05d}": np.zeros(np.shape(x), np.asarray(x).dtype) for i, x in enumerate(leaves)}
+        try:  # the record first: a checkpoint of another structure must not be mistaken for damage
+            saved = dict(self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))["meta"])
+        except Exception as err:
+            raise _Damaged(f"checkpoint of step {step} is unreadable ({type(err).__name__})") from None
+        wanted = _signature(target.values())
+        if "structure" in saved and saved["structure"] != wanted:
+            raise UsageError(f"the checkpoint of step {step} in {str(self.directory)!r} holds another training state "
+                             f"({_describe_difference(saved['structure'], wanted)}): another model, or the EMA "
+                             "switched on or off; nothing was deleted: resume with the config it was saved with, "
+                             "or choose a new --out")
         try:
             got = self.manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target),
                                                                      meta=ocp.args.JsonRestore()))
@@ -144,6 +157,18 @@ class Checkpoints:
     def close(self) -> None:
         self.manager.close()
         self.remove_temporaries()
+
+
+def _signature(leaves) -> list[list]:
+    """[shape, dtype] of each leaf, in order: the structure a checkpoint must share with its resume."""
+    return [[list(np.shape(x)), str(np.asarray(x).dtype)] for x in leaves]
+
+
+def _describe_difference(saved: list, wanted: list) -> str:
+    if len(saved) != len(wanted):
+        return f"{len(saved)} saved arrays, {len(wanted)} expected"
+    i = next(i for i, (a, b) in enumerate(zip(saved, wanted)) if a != b)
+    return f"array {i} is {saved[i][1]}{tuple(saved[i][0])}, this run expects {wanted[i][1]}{tuple(wanted[i][0])}"
 
 
 def _leaves(tree) -> dict[str, np.ndarray]:

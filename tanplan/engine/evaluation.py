@@ -31,7 +31,7 @@ def evaluate(eval_batch, params, x, y, batch_size: int, mesh) -> dict[str, float
     from tanplan.dp import sampling, sharding
 
     ndev = mesh.devices.size
-    batch_size = -(-batch_size // ndev) * ndev
+    batch_size = -(-min(batch_size, len(x)) // ndev) * ndev  # no padding beyond the test set
     loss, correct = 0.0, 0.0
     for start in range(0, len(x), batch_size):
         idx = np.arange(start, min(start + batch_size, len(x)))

@@ -15,20 +15,22 @@ steps this process took before, so a resumed run continues with the identical ba
 ends with the parameters of an uninterrupted run, bit for bit on the same devices.
 
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
-counts them, and the ε reported is the ledger's. What the run publishes (metrics.jsonl, summary.json,
-ledger.json, model/) is a function of the noisy parameters and the test set only; the training loss and
-accuracy of the private batches, which carry no noise, go to the private folder (and the progress bar). The
-records of metrics.jsonl (with their wall-clock time and throughput) also go to TensorBoard event files and
-any plugged-in writer (tanplan.engine.tracking); the progress bar shows the RDP ε from step 1
-(tanplan.engine.epsilon_ticker). summary.json and ledger.json record the platform, the devices and the
-library versions (tanplan.provenance). SIGTERM and SIGINT finish the step in flight, save a
-checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues. A non-finite loss
-stops with TrainingDiverged; the last good checkpoint is kept. Files: tanplan.engine.run_folder.
+counts them (ledger.json is written before the metrics line or the checkpoint it covers), and the ε
+reported is the ledger's. What the run publishes (metrics.jsonl, summary.json, ledger.json, model/) is a
+function of the noisy parameters, the test set and public information only (the config, N, the planned
+batch layout, the expected batch size B for the throughput): never of the sampled batches' sizes or
+contents. The training loss and accuracy of the private batches, which carry no noise, go to the private
+folder (and the progress bar). The records of metrics.jsonl (with their wall-clock time and throughput)
+also go to TensorBoard event files and any plugged-in writer (tanplan.engine.tracking); the progress bar
+shows the RDP ε from step 1 (tanplan.engine.epsilon_ticker). summary.json and ledger.json record the
+platform, the devices and the library versions (tanplan.provenance). SIGTERM and SIGINT finish the step in
+flight, save a checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues.
+Non-finite released (noisy) parameters stop the run with TrainingDiverged; the last good checkpoint is
+kept. Files: tanplan.engine.run_folder.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -75,6 +77,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import BATCH
     from tanplan.engine.epsilon_ticker import EpsilonTicker
+    from tanplan.engine.run_folder import identity
 
     if canaries and resume:
         raise ValueError("an audited run is never resumed: the canaries' observations live in memory only")
@@ -82,14 +85,20 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     started = time.perf_counter()
     primary, single = jax.process_index() == 0, jax.process_count() == 1
     say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
+    # Everything that can refuse the run (data, plan, δ, model) is checked before any file is written.
+    prepared = setup.prepare(cfg)
+    plan = prepared.plan
     with RunFolder(workdir, resume=resume, primary=primary, lock=single) as folder:
-        secret = folder.secret(cfg.privacy.noise_seed, create=single)  # the workers of a Ray launch get the driver's
+        # The secret is bound to this run: reused only by its own resume (the workers of a Ray launch
+        # read the driver's).
+        secret = folder.secret(cfg.privacy.noise_seed, identity(cfg, plan, prepared.dataset, prepared.params),
+                               create=single)
         if secret.reproducible and cfg.privacy.private:
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
-        run = setup.build(cfg, secret, canaries=canaries)
+        run = setup.build(cfg, secret, prepared, canaries=canaries)
         observed = []  # an audited run's canary observations, one device array per step
-        plan, t_cfg = run.plan, cfg.train
+        t_cfg = cfg.train
         n = run.dataset.num_train
         ndev = run.mesh.devices.size
         env = environment(run.mesh.devices.flat)
@@ -98,8 +107,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         # (2) refuse if the config differs from the one it was saved with; (3) only then rewrite config.toml
         # and drop later metrics; (4) go on at its step with the same secret: the same batches and noise.
         state = dp_step.create_train_state(run.params, run.optimizer, t_cfg.ema_decay)
-        ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta)
-        layout = sampling.batch_layout(n, plan.q, t_cfg.physical_batch_size, ndev)
+        ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta,
+                        accountant=plan.accountant, neighbouring=plan.neighbouring)
+        # The planned layout is public (N, q, the config); a layout grown for a batch that outgrew it is
+        # private (it bounds a sampled batch size): it stays in the checkpoint, never in summary.json.
+        planned = layout = sampling.batch_layout(n, plan.q, t_cfg.physical_batch_size, ndev)
         start = 0
         restored = folder.restore(state, fingerprint(cfg, plan), log=say)
         if restored is not None:
@@ -142,11 +154,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                 record["test_accuracy_no_ema"] = raw["test_accuracy"]
             record["steps_per_second"] = _steps_per_second(step - start - 1, clock, eval_seconds)
             record["wall_time"] = time.time()
+            folder.write_ledger(ledger)  # first: a kill before the metrics line over-reports, never under
             folder.append_metrics(record)
             tracker.write(record)
             # The training loss and accuracy of the private batch carry no noise: private diagnostics only.
             folder.append_diagnostics({"step": step, "loss": last.get("loss"), "train_accuracy": last.get("accuracy")})
-            folder.write_ledger(ledger)
             if on_eval is not None:
                 on_eval(step, record)
             return record
@@ -165,10 +177,10 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                     if canaries:  # the audit's run: the step's canaries and the auditor's shadow batch
                         chosen, shadow = canary_lib.step_draws(secret, t, canaries, n, plan.q)
                     largest = max(len(indices), len(shadow) if canaries else 0)
-                    if largest > layout.capacity:
+                    if largest > layout.capacity:  # rare; its size is private: not said, not published
                         layout = layout.grown_to(largest)
-                        bar.write(f"tanplan: step {t + 1}: a Poisson batch of {largest} exceeds the padded layout; "
-                                  f"growing it to {layout.chunks} chunks (one more compilation)")
+                        bar.write(f"tanplan: step {t + 1}: a Poisson batch exceeds the padded layout; growing it "
+                                  "(one more compilation)")
                     index, mask = sampling.pad_indices(indices, layout)
                     batch = sharding.global_batch(run.dataset.x_train, run.dataset.y_train, index, mask, run.mesh)
                     if canaries:
@@ -191,7 +203,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                     if clock is None:
                         clock = time.perf_counter()  # throughput counts from here: compilation excluded
                     else:
-                        examples += len(indices)
+                        examples += plan.batch_size  # the expected batch B: the sampled size is private
                     if is_eval:
                         eval_start = time.perf_counter()
                         history.append(evaluate_now(done))
@@ -219,16 +231,17 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         tracker.close()  # (left open by an error: its writes are flushed, TensorBoard's thread is a daemon)
         train_seconds = time.perf_counter() - clock - eval_seconds if clock is not None else 0.0
         final = history[-1] if history else {}
+        # PLD at a proxy's small σ takes minutes (or cannot run), and a proxy's own ε guarantees nothing: RDP.
+        pld = ledger.pld_figures() if plan.target is None else {"epsilon_pld": None, "epsilon_replace_one": None}
         summary = RunSummary(
             test_accuracy=final.get("test_accuracy"), test_loss=final.get("test_loss"),
-            epsilon_rdp=ledger.epsilon("rdp"),
-            # PLD at a proxy's small σ takes minutes, and a proxy's own ε guarantees nothing: RDP only.
-            epsilon_pld=ledger.epsilon("pld") if plan.target is None else None,
+            epsilon_rdp=ledger.epsilon("rdp"), epsilon_pld=pld["epsilon_pld"],
+            epsilon_replace_one=pld["epsilon_replace_one"], neighbouring=plan.neighbouring,
             delta=plan.delta, accountant=plan.accountant, private=plan.private, noise_secret=not secret.reproducible,
             dataset_size=plan.dataset_size, batch_size=plan.batch_size, steps=ledger.steps, planned_steps=plan.steps,
             sigma=plan.sigma, snip_sigma=plan.snip_sigma or None, clip_norm=plan.clip_norm,
             target=plan.target.to_dict() if plan.target is not None else None, grad_method=run.route,
-            layout={"chunks": layout.chunks, "chunk_size": layout.chunk_size}, backend=backend, devices=ndev,
+            layout={"chunks": planned.chunks, "chunk_size": planned.chunk_size}, backend=backend, devices=ndev,
             processes=jax.process_count(), resumed_from_step=start, steps_this_run=ledger.steps - start,
             wall_seconds=time.perf_counter() - started, train_seconds=train_seconds,
             samples_per_second=examples / train_seconds if train_seconds > 0 and examples else None,
@@ -265,9 +278,11 @@ class _NonFinite(Exception):
 
 
 def _settle(metrics, step: int) -> dict:
-    """The step's metrics on the host; _NonFinite when its loss is not finite (nothing is saved then)."""
+    """The step's metrics on the host; _NonFinite when the released (noisy) parameters are not all finite
+    (nothing is saved then). Never the loss: it is a noiseless function of the private batch, and the
+    step at which the run stops is published (diverged_at_step)."""
     values = {k: float(host_array(v)) for k, v in metrics.items()}
-    if not math.isfinite(values["loss"]):
+    if not values.pop("params_finite", 1.0):
         raise _NonFinite(step)
     return values
 

@@ -75,7 +75,12 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
         if latest is not None and not resume:
             raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
                              f"continue it, or choose a new --out")
-        secret.for_run(out / "checkpoint", cfg.privacy.noise_seed)
+        from tanplan.engine import setup
+        from tanplan.engine.run_folder import identity
+
+        prepared = setup.prepare(cfg)  # the run's identity: the secret is bound to it, as in a local run
+        secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
+                       identity=identity(cfg, prepared.plan, prepared.dataset, prepared.params))
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
 

@@ -73,10 +73,12 @@ class RunFolder:
     def private_dir(self) -> Path | None:
         return self.out / CHECKPOINT if self.out is not None else None
 
-    def secret(self, noise_seed: int, *, create: bool = True):
+    def secret(self, noise_seed: int, identity: dict | None = None, *, create: bool = True):
+        """The run's secret, bound to its identity: reused only by a resume of the same run
+        (tanplan.dp.secret.for_run)."""
         from tanplan.dp import secret
 
-        return secret.for_run(self.private_dir, noise_seed, create=create)
+        return secret.for_run(self.private_dir, noise_seed, identity=identity, resume=self.resume, create=create)
 
     def restore(self, template, fingerprint: dict, log=print):
         """(state, meta) of the newest intact checkpoint, or None; UsageError if its config differs."""
@@ -165,6 +167,35 @@ def fingerprint(cfg: Config, plan) -> dict:
     relevant["experiment"].pop("name", None)
     return {"config": relevant, "q": plan.q, "sigma": plan.sigma, "delta": plan.delta,
             "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
+
+
+def identity(cfg: Config, plan, dataset, params) -> dict:
+    """What a run's noise protects, as flat {key: value}: every config key its batches, noise and updates
+    depend on (`fingerprint`), the plan's numbers, a digest of its training data and one of its
+    parameters' structure. The run's secret is bound to it (tanplan.dp.secret)."""
+    import hashlib
+
+    import numpy as np
+
+    fp = fingerprint(cfg, plan)
+    flat = {f"{section}.{key}": value for section, values in fp["config"].items() for key, value in values.items()}
+    flat.update({f"plan.{key}": value for key, value in fp.items() if key != "config"})
+    digest = hashlib.blake2b(digest_size=16)
+    for array in (dataset.x_train, dataset.y_train):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    flat["data.training_set"] = digest.hexdigest()
+    flat["model.parameter_structure"] = hashlib.blake2b(repr(structure(params)).encode(), digest_size=16).hexdigest()
+    return flat
+
+
+def structure(params) -> tuple:
+    """Every parameter's path, shape and dtype."""
+    import jax
+
+    return tuple((jax.tree_util.keystr(path), tuple(leaf.shape), str(leaf.dtype))
+                 for path, leaf in jax.tree_util.tree_leaves_with_path(params))
 
 
 def differences(saved: dict, wanted: dict, prefix: str = "") -> list[str]:

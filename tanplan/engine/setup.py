@@ -1,5 +1,6 @@
-"""The parts of a run built from its Config: the dataset, the flax model, the augmentation by name, and
-`build`, which assembles them with the plan, the gradient route and the jitted step into a `Run`."""
+"""The parts of a run built from its Config: the dataset, the flax model, the augmentation by name;
+`prepare`, which loads and checks them without the run's secret (nothing is written), and `build`, which
+assembles them with the secret, the gradient route and the jitted step into a `Run`."""
 
 from __future__ import annotations
 
@@ -39,6 +40,43 @@ def build_augmentation(cfg: Config, dataset):
     return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
 
 
+def public_example(input_shape, rows: int = 2) -> np.ndarray:
+    """Inputs of the data's shape built from public information only (zeros; the ghost-route check adds
+    its own fixed-seed noise): model initialisation and the routes' self-checks read these, never
+    training rows, so their outcome (the route in summary.json) is not a function of private data."""
+    return np.zeros((rows, *input_shape), np.float32)
+
+
+@dataclass
+class Prepared:
+    """What a run is before its secret: data, plan, model, initial parameters. Built by `prepare`, which
+    checks everything (UsageError) and writes nothing, so a refused run leaves no file behind."""
+
+    dataset: Any
+    plan: RunPlan
+    model: Any
+    logits_fn: Callable
+    augment: Callable | None
+    params: Any
+    init_key: Any
+    public_root: Any
+    test_key: Any
+
+
+def prepare(cfg: Config) -> Prepared:
+    """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed)."""
+    import jax
+
+    dataset = load_data(cfg)
+    plan = resolve_plan(cfg, dataset.num_train)
+    model = build_model(cfg, dataset.num_classes)
+    augment = build_augmentation(cfg, dataset)
+    init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
+    params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
+    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key)
+
+
 @dataclass
 class Run:
     """Everything one run needs, built once from its Config and its secret (DP-SNIP reads it)."""
@@ -63,29 +101,28 @@ class Run:
     canaries: tuple | None = None  # (CanaryDesign, CanaryArrays) of an audited run (tanplan.dp.canaries)
 
 
-def build(cfg: Config, secret, *, canaries: int = 0) -> Run:
-    """Load the data, resolve the plan, build the model, its gradient route and the jitted step.
+def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0) -> Run:
+    """The run of cfg (`prepare`d, unless given) with its secret: the gradient route and the jitted step.
 
     Randomness: experiment.seed (public) draws the initial weights, the augmentation views and AugTest's
     views; the run's secret draws the noise and, through the loop, the Poisson batches. The jitted step
     derives step t's keys inside by fold_in(root, state.step), so a restored state continues the stream.
+    Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
+    detects divergence from them, never from the noiseless loss of the private batch.
     canaries > 0 (the privacy audit only, tanplan.workflow.audit): the step adds that many gradient canaries
     (tanplan.dp.canaries, drawn from the secret) to its clipped sum before the noise; Run.canaries holds them.
     """
     import jax
+    import jax.numpy as jnp
 
     from tanplan.dp import optim, sharding
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import NOISE
     from tanplan.engine import evaluation, routes, sparsity
 
-    dataset = load_data(cfg)
-    plan = resolve_plan(cfg, dataset.num_train)
-    model = build_model(cfg, dataset.num_classes)
-    augment = build_augmentation(cfg, dataset)
-    init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
-    params = model.init(init_key, dataset.x_train[:1])["params"]
-    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    p = prepared or prepare(cfg)
+    dataset, plan, logits_fn, augment, params = p.dataset, p.plan, p.logits_fn, p.augment, p.params
+    example = public_example(dataset.input_shape)
     optimizer = optim.make_optimizer(cfg.train)
     mask = pruning = None
     if sparsity.enabled(cfg) and canaries:
@@ -93,13 +130,13 @@ def build(cfg: Config, secret, *, canaries: int = 0) -> Run:
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
         from tanplan.dp import pruning as prune
 
-        mask = sparsity.prune_mask(cfg, plan, logits_fn, params, dataset, jax.random.fold_in(init_key, 1), secret)
+        mask = sparsity.prune_mask(cfg, plan, logits_fn, params, dataset, jax.random.fold_in(p.init_key, 1), secret)
         params = prune.apply_mask(params, mask)
-        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, dataset.x_train[:2], optimizer, mask)
+        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, example, optimizer, mask)
         route = "vmap" if plan.private else "plain"
         pruning = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, dataset.x_train[:2])
+        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, example)
         design = drawn = None
         if canaries:
             from tanplan.dp import canaries as canary_lib
@@ -116,14 +153,16 @@ def build(cfg: Config, secret, *, canaries: int = 0) -> Run:
         noise_key = jax.random.fold_in(jax.random.wrap_key_data(roots["noise"], impl="threefry2x32"), state.step)
         public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
         if audit is None:
-            return inner(state, batch, noise_key, public_key)
-        # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
-        return inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
+            state, metrics = inner(state, batch, noise_key, public_key)
+        else:  # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
+            state, metrics = inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
+        finite = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(state.params)]
+        return state, {**metrics, "params_finite": jnp.all(jnp.stack(finite))}
 
-    roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(public_root))}
+    roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(p.public_root))}
     if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
         roots["canaries"] = drawn.step_inputs()
-    return Run(cfg, dataset, plan, model, logits_fn, augment, params, route, optimizer,
-               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, test_key,
+    return Run(cfg, dataset, plan, p.model, logits_fn, augment, params, route, optimizer,
+               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn), roots, p.test_key,
                sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning,
                (design, drawn) if canaries else None)

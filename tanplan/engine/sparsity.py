@@ -32,7 +32,7 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
     if p.method == "random":
         return jax.tree.map(np.asarray, pruning.random_mask(public_key, params, p.rate))
     if p.method == "synflow":
-        return jax.tree.map(np.asarray, pruning.synflow_mask(logits_fn, params, dataset.x_train[:1], p.rate))
+        return jax.tree.map(np.asarray, pruning.synflow_mask(logits_fn, params, np.zeros((1, *dataset.input_shape), np.float32), p.rate))
     # dp_snip: one Poisson batch at the run's q, saliencies clipped to C, noise σ_snip·C once; all secret.
     indices = sampling.poisson_batch(plan.dataset_size, plan.q, secret.batch_rng(SNIP, 0))
     layout = sampling.batch_layout(plan.dataset_size, plan.q, cfg.train.physical_batch_size)

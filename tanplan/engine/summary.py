@@ -19,6 +19,8 @@ class RunSummary:
     # what it cost: the composition of every release it made (its ledger), at δ
     epsilon_rdp: float | None
     epsilon_pld: float | None  # None for proxies: PLD at a proxy's small σ is slow, and a proxy's ε guarantees nothing
+    epsilon_replace_one: float | None  # the same releases under replace-one neighbours (PLD); None for proxies
+    neighbouring: str  # the relation of record (privacy.neighbouring): the one σ was calibrated to
     delta: float | None
     accountant: str  # the accountant of record (privacy.accountant): σ calibrated and the budget checked with it
     private: bool
@@ -34,7 +36,7 @@ class RunSummary:
     target: dict | None  # the target Plan when this run is a proxy of it
     # how it ran
     grad_method: str
-    layout: dict
+    layout: dict  # the planned (public) layout; a batch that outgrew it is not said
     backend: str
     devices: int
     processes: int
@@ -42,7 +44,7 @@ class RunSummary:
     steps_this_run: int
     wall_seconds: float
     train_seconds: float
-    samples_per_second: float | None
+    samples_per_second: float | None  # B (expected batch) × steps timed / train_seconds: no sampled size
     params_checksum: str
     evaluated_at_step: int | None
     diverged_at_step: int | None = None

@@ -2,8 +2,9 @@
 
 Given N training examples, a budget (ε, δ) and a compute budget C (examples processed, B·S), every
 candidate is a Plan (B, S, σ) with B = ⌊C/S⌋ ≤ N, so B·S ≤ C, and σ calibrated to ε with the exact
-RDP accountant (tanplan.privacy.accounting.calibrate_sigma): its ε is at most the budget and within 1%
-of it. Spending less than C, or less than ε, can only lose accuracy, so these are the plans worth
+accountant asked for (PLD, the accountant of record by default, or RDP;
+tanplan.privacy.accounting.calibrate_sigma): its ε is at most the budget and within 1% of it; its RDP
+ε is reported beside it. Spending less than C, or less than ε, can only lose accuracy, so these are the plans worth
 comparing; they differ in how they split C between the batch and the steps. At a fixed ε the total
 signal-to-noise η is nearly fixed (σ ≥ 2: ε ≈ ε_TAN(η)), so along the frontier σ ∝ B·√S/N falls as S
 grows, and the smallest batches leave the TAN regime (Sander, Stock, Sablayrolles, "TAN Without a
@@ -13,7 +14,7 @@ The steps sit on a geometric grid S = anchor·factor^j (rounded), plus both ends
 defaults to the fewest steps that fit (B ≤ N), and a config's own S is a natural anchor. A candidate whose ε cannot be met (σ above
 the calibration bound) is dropped with its reason, never shown as a candidate. No JAX.
 
-    >>> front = frontier(16000, 0.7, 4096 * 300, factor=4.0)
+    >>> front = frontier(16000, 0.7, 4096 * 300, factor=4.0, accountant="rdp")
     >>> all(c.batch_size * c.steps <= 4096 * 300 and c.eps_rdp <= 0.7 for c in front.candidates)
     True
 """
@@ -36,6 +37,11 @@ class Candidate:
     eps_rdp: float
 
     @property
+    def epsilon(self) -> float:
+        """Its exact ε under the accountant of record (the one σ was calibrated with)."""
+        return self.plan.epsilon()
+
+    @property
     def batch_size(self) -> int:
         return self.plan.batch_size
 
@@ -54,7 +60,8 @@ class Candidate:
 
     def to_dict(self) -> dict:
         p = self.plan
-        return {"batch_size": p.batch_size, "steps": p.steps, "sigma": p.sigma, "eps_rdp": self.eps_rdp,
+        return {"batch_size": p.batch_size, "steps": p.steps, "sigma": p.sigma, "epsilon": self.epsilon,
+                "accountant": p.accountant, "eps_rdp": self.eps_rdp,
                 "eta": p.eta, "eta_step": p.eta_step, "eps_tan": p.eps_tan, "q": p.q, "regime": p.regime.value,
                 "compute": self.compute}
 
@@ -86,7 +93,7 @@ class Frontier:
 
 
 def check_budget(dataset_size: int, epsilon: float, compute: int, delta: float, min_batch_size: int = 1,
-                 factor: float = 2.0) -> None:
+                 factor: float = 2.0, accountant: str = "pld") -> None:
     """Raise UsageError naming the first value that leaves no frontier (before any accounting)."""
     validate(dataset_size, 1, 1, None, delta, epsilon)
     if not (isinstance(min_batch_size, int) and 1 <= min_batch_size <= dataset_size):
@@ -98,7 +105,7 @@ def check_budget(dataset_size: int, epsilon: float, compute: int, delta: float, 
     if not (math.isfinite(factor) and factor > 1):
         raise UsageError(f"steps factor {factor:g} is not allowed: must be > 1")
     floor = accounting.rdp_floor(delta)
-    if epsilon <= floor * 1.001:
+    if accountant == "rdp" and epsilon <= floor * 1.001:
         raise UsageError(f"epsilon={epsilon:g} cannot be reached by any sigma under the RDP accountant at "
                          f"delta={delta:g}: its floor is {floor:.4g}; use a larger epsilon or delta")
 
@@ -136,16 +143,16 @@ def steps_grid(dataset_size: int, compute: int, *, min_batch_size: int = 1, fact
 
 def frontier(dataset_size: int, epsilon: float, compute: int, delta: float | None = None, *,
              min_batch_size: int = 1, factor: float = 2.0, anchor: int | None = None,
-             accountant: str = "rdp") -> Frontier:
+             accountant: str = "pld") -> Frontier:
     """Every grid candidate (B = ⌊C/S⌋, S, σ) at the budget: σ calibrated so that the exact ε under
     `accountant` is at most `epsilon` (within 1%), eps_rdp that plan's RDP ε.
 
-    Guarantee: for every candidate, B·S ≤ compute, 1 ≤ B ≤ N and eps_rdp ≤ epsilon when the accountant
-    is RDP (the accountant's ε of S steps of the Poisson-subsampled Gaussian at q = B/N, add/remove-one
+    Guarantee: for every candidate, B·S ≤ compute, 1 ≤ B ≤ N and its ε under the accountant ≤ epsilon
+    (the accountant's ε of S steps of the Poisson-subsampled Gaussian at q = B/N, add/remove-one
     neighbours). Raises UsageError when the budget leaves no candidate at all.
     """
     delta = default_delta(dataset_size) if delta is None else delta
-    check_budget(dataset_size, epsilon, compute, delta, min_batch_size, factor)
+    check_budget(dataset_size, epsilon, compute, delta, min_batch_size, factor, accountant)
     candidates, dropped = [], []
     for steps in steps_grid(dataset_size, compute, min_batch_size=min_batch_size, factor=factor, anchor=anchor):
         batch = compute // steps

@@ -7,13 +7,15 @@
 
 Guarantee: a release is a range of DP-SGD steps whose noisy parameters reached a checkpoint or an
 evaluation (the only things that leave the process), or DP-SNIP's one saliency sum (`record_snip`). Each
-step is one Poisson-subsampled Gaussian mechanism (rate q, noise multiplier σ, add/remove-one
-neighbours: tanplan.privacy.accounting.dp_sgd_event), DP-SNIP's release one more at its σ_snip, so the ε
-of the ledger is that of the composition of all its releases by tanplan.privacy.accounting.epsilon_of_events,
-under the accountant asked for.
-ledger.json is written just before each checkpoint, so a kill in between leaves it ahead of
-the checkpoint (an over-report, never an under-report); the ledger inside the checkpoint is the one
-a resume restores. A resumed run starts a new release at the step of the checkpoint it restores, so it adds only the
+step is one Poisson-subsampled Gaussian mechanism (rate q, noise multiplier σ:
+tanplan.privacy.accounting.dp_sgd_event), DP-SNIP's release one more at its σ_snip, so the ε of the
+ledger is that of the composition of all its releases by tanplan.privacy.accounting.epsilon_of_events,
+under the accountant and neighbouring relation asked for. ledger.json states both relations
+(add/remove-one: `epsilon_rdp`, `epsilon_pld`; replace-one: `epsilon_replace_one`, PLD) and which one is
+of record (`neighbouring`, the one σ was calibrated to) with the accountant of record (`accountant`).
+ledger.json is written just before each checkpoint and each evaluation line of metrics.jsonl, so a
+kill in between leaves it ahead of them (an over-report, never an under-report); the ledger inside the
+checkpoint is the one a resume restores. A resumed run starts a new release at the step of the checkpoint it restores, so it adds only the
 steps it actually takes; steps redone after a kill between two checkpoints repeat the identical
 computation (same batch, same noise key), release nothing new and are not counted twice.
 """
@@ -60,6 +62,8 @@ class Ledger:
     releases: list[Release] = field(default_factory=list)
     budget_epsilon: float | None = None
     delta: float | None = None
+    accountant: str = "pld"  # of record: σ calibrated and the budget checked with it
+    neighbouring: str = "add_remove"  # the relation of record
 
     @property
     def steps(self) -> int:
@@ -99,7 +103,7 @@ class Ledger:
         """The DpEvents of every release made so far."""
         return [e for e in (r.event() for r in self.releases) if e is not None]
 
-    def epsilon(self, accountant: str = "rdp") -> float | None:
+    def epsilon(self, accountant: str = "rdp", neighbouring: str = "add_remove") -> float | None:
         """ε of all releases composed (0 before any release; None when any release is non-private)."""
         events = self.events()
         if not events:
@@ -108,20 +112,39 @@ class Ledger:
             return None
         from tanplan.privacy import accounting
 
-        return accounting.epsilon_of_events(events, self.delta, accountant)
+        return accounting.epsilon_of_events(events, self.delta, accountant, neighbouring)
+
+    def pld_figures(self) -> dict:
+        """{"epsilon_pld", "epsilon_replace_one", "pld_note"}: PLD under both relations where it can run
+        (σ ≥ 0.1), else None with the reason (the RDP figure stands beside it)."""
+        from tanplan.privacy import accounting
+
+        events = self.events()
+        if not events or not self.private or self.delta is None:
+            zero = 0.0 if not events else None
+            return {"epsilon_pld": zero, "epsilon_replace_one": zero, "pld_note": None}
+        why = accounting.pld_unavailable(events)
+        if why is not None:
+            return {"epsilon_pld": None, "epsilon_replace_one": None, "pld_note": why.replace(": composed by RDP", "")}
+        return {"epsilon_pld": self.epsilon("pld"), "epsilon_replace_one": self.epsilon("pld", "replace_one"),
+                "pld_note": None}
 
     def to_dict(self, *, with_pld: bool = False) -> dict:
+        """The releases and their ε: RDP always (cheap: every evaluation writes it); with_pld, PLD under
+        add/remove-one and replace-one too (a run's final ledger)."""
         out = {"steps": self.steps, "delta": self.delta, "budget_epsilon": self.budget_epsilon,
+               "accountant": self.accountant, "neighbouring": self.neighbouring,
                "epsilon_rdp": self.epsilon("rdp"), "private": self.private,
                "releases": [{**asdict(r), "steps": r.steps} for r in self.releases]}
         if with_pld:
-            out["epsilon_pld"] = self.epsilon("pld")
+            out.update(self.pld_figures())
         return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Ledger":
         releases = [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in d.get("releases", [])]
-        return cls(releases, d.get("budget_epsilon"), d.get("delta"))
+        return cls(releases, d.get("budget_epsilon"), d.get("delta"), d.get("accountant", "pld"),
+                   d.get("neighbouring", "add_remove"))
 
 
 def read_ledger(path) -> Ledger:
@@ -132,7 +155,8 @@ def read_ledger(path) -> Ledger:
     return Ledger.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "rdp") -> float | None:
+def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "rdp",
+                       neighbouring: str = "add_remove") -> float | None:
     """ε at δ of every release of every ledger composed: the cost to a dataset that all these runs trained
     on (sequential composition of their DpEvents, by tanplan.privacy.accounting.epsilon_of_events).
     None when any of them is non-private."""
@@ -140,4 +164,5 @@ def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "r
 
     if any(not ledger.private for ledger in ledgers):
         return None
-    return accounting.epsilon_of_events([e for ledger in ledgers for e in ledger.events()], delta, accountant)
+    return accounting.epsilon_of_events([e for ledger in ledgers for e in ledger.events()], delta, accountant,
+                                        neighbouring)

@@ -5,8 +5,10 @@ A private run releases, on its training set of N examples:
    batch at rate q, noise σ_snip·C (tanplan.dp.pruning): a Poisson-subsampled Gaussian mechanism;
 2. S DP-SGD steps, each a Poisson-subsampled Gaussian mechanism: every example in the batch with
    probability q = B/N, per-example gradients clipped to L2 norm C, N(0, σ²C²) added once to their sum.
-Neighbouring datasets differ by adding or removing one example (ADD_OR_REMOVE_ONE), for which each sum
-has sensitivity C. `RunPlan.events` describes these releases as dp-accounting DpEvents and
+Neighbouring datasets differ by adding or removing one example (ADD_OR_REMOVE_ONE, the relation of
+record by default), for which each sum has sensitivity C; or by replacing one (REPLACE_ONE, up to 2C when
+both are sampled), which privacy.neighbouring = "replace_one" makes the relation σ is calibrated to. Both
+are reported. `RunPlan.events` describes these releases as dp-accounting DpEvents and
 `RunPlan.epsilon` composes them with tanplan.privacy.accounting.epsilon_of_events, the same function
 the ledger, the launch's budget check, the sweep and the pipeline's total use.
 
@@ -22,7 +24,7 @@ from typing import Any
 
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
-from tanplan.privacy.plan import Plan, default_delta, plan_from_config
+from tanplan.privacy.plan import Plan, check_delta_below_one_over_n, default_delta, plan_from_config
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,11 @@ class RunPlan:
     delta: float | None
     private: bool = True
     clip_norm: float = 1.0
-    accountant: str = "rdp"
+    accountant: str = "pld"
     snip_sigma: float = 0.0  # σ of the DP-SNIP release at this run's scale (0 = no release)
     plan: Plan | None = None  # the Plan trained (a proxy's when one is trained)
     target: Plan | None = None  # the target Plan when a proxy is trained
+    neighbouring: str = "add_remove"  # the relation of record
 
     @property
     def q(self) -> float:
@@ -60,11 +63,14 @@ class RunPlan:
             out.append(accounting.dp_sgd_event(self.q, self.sigma, steps))
         return out
 
-    def epsilon(self, accountant: str | None = None, steps: int | None = None) -> float | None:
-        """ε at δ of the releases after `steps` steps (None when non-private; 0 before any release)."""
+    def epsilon(self, accountant: str | None = None, steps: int | None = None,
+                neighbouring: str | None = None) -> float | None:
+        """ε at δ of the releases after `steps` steps under the accountant and relation (the run's own by
+        default); None when non-private; 0 before any release."""
         if not self.private:
             return None
-        return accounting.epsilon_of_events(self.events(steps), self.delta, accountant or self.accountant)
+        return accounting.epsilon_of_events(self.events(steps), self.delta, accountant or self.accountant,
+                                            neighbouring or self.neighbouring)
 
 
 def snip_event(q: float, sigma_snip: float):
@@ -91,21 +97,28 @@ def target_plan(cfg, dataset_size: int) -> tuple[Plan, float]:
     delta = privacy.delta or default_delta(dataset_size)
     given = float(privacy.sigma) if privacy.sigma > 0 else None
     budget = snip_budget.split_budget(train.batch_size / dataset_size, int(train.steps), float(privacy.epsilon),
-                                      delta, cfg.pruning.snip_budget_share, privacy.accountant, sigma_train=given)
+                                      delta, cfg.pruning.snip_budget_share, privacy.accountant, sigma_train=given,
+                                      neighbouring=privacy.neighbouring)
     plan = Plan(dataset_size, int(train.batch_size), int(train.steps), budget.sigma_train, delta,
-                float(privacy.epsilon), privacy.accountant)
+                float(privacy.epsilon), privacy.accountant, privacy.neighbouring)
     return plan, budget.sigma_snip
 
 
 def resolve_plan(cfg, dataset_size: int) -> RunPlan:
     """The RunPlan of a config on N examples: the target, or its proxy (B', σ·B'/B, S) when
-    train.proxy_batch_size > 0 (σ_snip scales with B' too, keeping the release's η_step)."""
+    train.proxy_batch_size > 0 (σ_snip scales with B' too, keeping the release's η_step).
+
+    Refuses (UsageError) before anything is computed: δ ≥ 1/N unless privacy.allow_large_delta (the
+    proxies of a public tuning set carry the target's δ, checked on the private N, and set it), and a
+    full-scale σ below PLD's domain (its ε is reported by PLD too)."""
     t = cfg.train
     if not cfg.privacy.private:
         batch = t.proxy_batch_size or t.batch_size
         if batch > dataset_size:
             raise UsageError(f"train.batch_size = {batch} is not allowed: must be <= the dataset size {dataset_size}")
         return RunPlan(dataset_size, batch, t.steps, 0.0, None, private=False, clip_norm=cfg.privacy.clip_norm)
+    if cfg.privacy.delta:
+        check_delta_below_one_over_n(cfg.privacy.delta, dataset_size, cfg.privacy.allow_large_delta)
     target, snip_sigma = target_plan(cfg, dataset_size)
     plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
     if not t.proxy_batch_size and plan.sigma < accounting.PLD_SIGMA_MIN:
@@ -115,4 +128,4 @@ def resolve_plan(cfg, dataset_size: int) -> RunPlan:
                          "it as a proxy (train.proxy_batch_size)")
     return RunPlan(dataset_size, plan.batch_size, plan.steps, plan.sigma, plan.delta, True, cfg.privacy.clip_norm,
                    cfg.privacy.accountant, snip_sigma * plan.batch_size / target.batch_size, plan,
-                   target if t.proxy_batch_size else None)
+                   target if t.proxy_batch_size else None, cfg.privacy.neighbouring)

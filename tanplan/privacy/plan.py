@@ -24,7 +24,8 @@ class Plan:
     sigma: float
     delta: float
     target_epsilon: float | None = None
-    accountant: str = "rdp"
+    accountant: str = "pld"  # the accountant of record: σ is calibrated and budgets are checked with it
+    neighbouring: str = "add_remove"  # the relation of record (add_remove | replace_one)
 
     def __post_init__(self):
         validate(self.dataset_size, self.batch_size, self.steps, self.sigma, self.delta, self.target_epsilon)
@@ -54,9 +55,15 @@ class Plan:
     def regime(self) -> tan.Regime:
         return tan.regime(self.sigma)
 
-    def epsilon(self, accountant: str | None = None) -> float:
-        """Exact ε of this plan under the accountant (the plan's own by default)."""
-        return accounting.cached_epsilon(self.q, self.sigma, self.steps, self.delta, accountant or self.accountant)
+    def epsilon(self, accountant: str | None = None, neighbouring: str | None = None) -> float:
+        """Exact ε of this plan under the accountant and relation (the plan's own by default)."""
+        return accounting.cached_epsilon(self.q, self.sigma, self.steps, self.delta, accountant or self.accountant,
+                                         neighbouring or self.neighbouring)
+
+    @property
+    def delta_above_one_over_n(self) -> bool:
+        """δ ≥ 1/N: then releasing one random example outright meets the (ε, δ) guarantee."""
+        return self.delta >= 1.0 / self.dataset_size
 
     def proxy(self, batch_size: int) -> "Plan":
         """The constant-TAN proxy (B', σ·B'/B, S): same η_step and S, B/B' times cheaper."""
@@ -72,15 +79,16 @@ class Plan:
 
     @classmethod
     def from_budget(cls, dataset_size: int, batch_size: int, steps: int, epsilon: float,
-                    delta: float | None = None, accountant: str = "rdp") -> "Plan":
-        """Calibrate σ so that the exact ε (under `accountant`) is at most `epsilon`, within 1%."""
+                    delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove") -> "Plan":
+        """Calibrate σ so that the exact ε (under `accountant` and `neighbouring`) is at most `epsilon`, within 1%."""
         delta = default_delta(dataset_size) if delta is None else delta
         validate(dataset_size, batch_size, steps, None, delta, epsilon)
-        sigma = accounting.calibrate_sigma(batch_size / dataset_size, steps, epsilon, delta, accountant)
-        return cls(dataset_size, batch_size, steps, sigma, delta, epsilon, accountant)
+        sigma = accounting.calibrate_sigma(batch_size / dataset_size, steps, epsilon, delta, accountant, neighbouring)
+        return cls(dataset_size, batch_size, steps, sigma, delta, epsilon, accountant, neighbouring)
 
     def to_dict(self, accountants=("rdp",)) -> dict:
-        """Every figure of the plan as plain numbers (exact ε for the accountants asked for, else None)."""
+        """Every figure of the plan as plain numbers: exact ε (add/remove-one) for the accountants asked for,
+        else None; with "pld" among them, ε under replace-one too (None where PLD cannot run)."""
         return {
             "dataset_size": self.dataset_size,
             "batch_size": self.batch_size,
@@ -92,16 +100,19 @@ class Plan:
             "eta_step": self.eta_step,
             "tan": self.tan,
             "eps_tan": self.eps_tan,
-            "eps_rdp": self.epsilon("rdp") if "rdp" in accountants else None,
-            "eps_pld": self.epsilon("pld") if "pld" in accountants else None,
+            "eps_rdp": self.epsilon("rdp", "add_remove") if "rdp" in accountants else None,
+            "eps_pld": self.epsilon("pld", "add_remove") if "pld" in accountants else None,
+            "eps_replace_one": (self.epsilon("pld", "replace_one") if "pld" in accountants
+                                and self.sigma >= accounting.PLD_SIGMA_MIN else None),
             "target_epsilon": self.target_epsilon,
             "accountant": self.accountant,
+            "neighbouring": self.neighbouring,
             "regime": self.regime.value,
         }
 
 
 def with_dataset_size(plan: Plan, dataset_size: int) -> Plan:
-    """The same (B, σ, S) on N' examples with δ = 1/N' (TAN §4.4, Table 5): q, η and ε fall as N' grows,
+    """The same (B, σ, S) on N' examples with the default δ = N'^-1.1 (TAN §4.4, Table 5 use 1/N'): q, η and ε fall as N' grows,
     while the global signal-to-noise N'·η stays the same."""
     if not plan.batch_size <= dataset_size:
         raise UsageError(f"dataset size {dataset_size} is not allowed: must be ≥ the batch size {plan.batch_size}")
@@ -109,9 +120,27 @@ def with_dataset_size(plan: Plan, dataset_size: int) -> Plan:
                                target_epsilon=None)
 
 
+DELTA_EXPONENT = 1.1
+
+
 def default_delta(dataset_size: int) -> float:
-    """δ = 1/N, the usual default (a δ above 1/N allows releasing an example outright)."""
-    return 1.0 / dataset_size
+    """δ = N^-1.1, well below 1/N. At δ = 1/N the mechanism that publishes one example chosen uniformly at
+    random (in the clear) is (0, 1/N)-DP, so such a δ admits releasing an example outright; a power a
+    little above 1 excludes it while moving ε little (the demo's σ: 20.2 at δ = 1/N, 21.7 at N^-1.1).
+
+        >>> round(default_delta(16_000), 10)
+        2.37393e-05
+    """
+    return float(dataset_size) ** -DELTA_EXPONENT
+
+
+def check_delta_below_one_over_n(delta: float, dataset_size: int, allowed: bool, where: str = "privacy.delta") -> None:
+    """UsageError when δ ≥ 1/N and the user did not allow it (privacy.allow_large_delta = true)."""
+    if not allowed and delta >= 1.0 / dataset_size:
+        raise UsageError(f"{where} = {delta:g} is not allowed: it is ≥ 1/N = {1.0 / dataset_size:.3g} (N = "
+                         f"{dataset_size}), where releasing one random example outright meets the guarantee; use a "
+                         f"smaller delta (0 = N^-{DELTA_EXPONENT:g} = {default_delta(dataset_size):.3g}), or set "
+                         "privacy.allow_large_delta = true to accept it")
 
 
 def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> None:
@@ -127,8 +156,7 @@ def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> Non
     if sigma is not None and not (math.isfinite(sigma) and accounting.SIGMA_MIN <= sigma <= accounting.SIGMA_MAX):
         raise UsageError(f"sigma {sigma:g} is not allowed: must be in [{accounting.SIGMA_MIN:g}, "
                          f"{accounting.SIGMA_MAX:g}], where the accountants are trusted")
-    if not (0 < delta < 1):
-        raise UsageError(f"delta {delta} is not allowed: must be in (0, 1)")
+    accounting.check_delta(delta)
     if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(f"epsilon {epsilon} is not allowed: must be > 0")
 
@@ -136,22 +164,21 @@ def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> Non
 def plan_from_config(cfg, dataset_size: int) -> Plan:
     """The target Plan of an experiment config: σ from [privacy] sigma, or calibrated from epsilon.
 
-    Reads cfg.privacy.{epsilon, sigma, delta, accountant} and cfg.train.{batch_size, steps};
-    delta = 0 means 1/N, sigma = 0 means calibrate from epsilon.
+    Reads cfg.privacy.{epsilon, sigma, delta, accountant, neighbouring} and cfg.train.{batch_size, steps};
+    delta = 0 means N^-1.1, sigma = 0 means calibrate from epsilon.
     """
     privacy, train = cfg.privacy, cfg.train
     delta = privacy.delta or default_delta(dataset_size)
-    accountant = getattr(privacy, "accountant", "rdp")
     if privacy.sigma and privacy.sigma > 0:
         return Plan(dataset_size, int(train.batch_size), int(train.steps), float(privacy.sigma), delta,
-                    privacy.epsilon or None, accountant)
+                    privacy.epsilon or None, privacy.accountant, privacy.neighbouring)
     if not privacy.epsilon:
         raise UsageError("the [privacy] section needs sigma > 0 or a target epsilon > 0")
     return Plan.from_budget(dataset_size, int(train.batch_size), int(train.steps), float(privacy.epsilon), delta,
-                            accountant)
+                            privacy.accountant, privacy.neighbouring)
 
 
-def advice(plan: Plan, accountant: str = "rdp") -> list[str]:
+def advice(plan: Plan, accountant: str | None = None) -> list[str]:
     """What to change, in the paper's terms, with the exact ε each change would give."""
     lines = []
     eps_now = plan.epsilon(accountant)

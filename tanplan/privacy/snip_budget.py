@@ -28,12 +28,12 @@ GRAD_DROP_METHODS = ("none", "random", "magnitude")
 
 
 def composed_epsilon(q: float, sigma: float, steps: int, delta: float, sigma_snip: float,
-                     accountant: str = "rdp") -> float:
+                     accountant: str = "pld", neighbouring: str = "add_remove") -> float:
     """ε of the composition (DP-SNIP release, then S DP-SGD steps) at δ under the accountant."""
     events = [accounting.dp_sgd_event(q, sigma_snip, 1)] if sigma_snip else []
     if steps > 0:
         events.append(accounting.dp_sgd_event(q, sigma, steps))
-    return accounting.epsilon_of_events(events, delta, accountant)
+    return accounting.epsilon_of_events(events, delta, accountant, neighbouring)
 
 
 @dataclass(frozen=True)
@@ -45,18 +45,27 @@ class SnipBudget:
 
 
 def split_budget(q: float, steps: int, epsilon: float, delta: float, share: float,
-                 accountant: str = "rdp", sigma_train: float | None = None) -> SnipBudget:
+                 accountant: str = "pld", sigma_train: float | None = None,
+                 neighbouring: str = "add_remove") -> SnipBudget:
     """σ_snip for share·ε alone, then σ_train (unless given) so that the composition meets ε.
 
     Guarantee (σ_train calibrated): composed_epsilon(q, σ_train, S, δ, σ_snip) ≤ ε, within 1% of it.
     """
     if not 0 < share < 1:
         raise UsageError(f"pruning.snip_budget_share = {share!r} is not allowed: must be in (0, 1)")
-    sigma_snip = accounting.calibrate_sigma(q, 1, share * epsilon, delta, accountant)
+    sigma_snip = accounting.calibrate_sigma(q, 1, share * epsilon, delta, accountant, neighbouring)
     if sigma_train is not None:
         return SnipBudget(sigma_snip, sigma_train)
     # The composition costs at most about ε_snip + ε_train, so σ for (1 − share)·ε is a safe start.
-    guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, accountant)
-    eps_of = lambda s: composed_epsilon(q, s, steps, delta, sigma_snip, accountant)  # noqa: E731
+    try:  # a start only: RDP's σ is cheap, and the PLD search below walks down from it
+        guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, "rdp")
+    except UsageError:
+        guess = accounting.calibrate_sigma(q, steps, (1 - share) * epsilon, delta, accountant, neighbouring)
+    if accountant == "pld":  # searched on a coarse grid, confirmed on the fine one
+        snip = [accounting.dp_sgd_event(q, sigma_snip, 1)]
+        found = accounting.solve_pld(lambda s: snip + [accounting.dp_sgd_event(q, s, steps)], guess, epsilon, delta,
+                                     neighbouring)
+        return SnipBudget(sigma_snip, found)
+    eps_of = lambda s: composed_epsilon(q, s, steps, delta, sigma_snip, accountant, neighbouring)  # noqa: E731
     found = accounting._solve_decreasing(eps_of, guess, epsilon, close=accounting.CALIBRATION_SLACK / 2)
     return SnipBudget(sigma_snip, found)

@@ -181,12 +181,16 @@ def _privacy_text(result: dict) -> str:
     if "guarantee" not in result:  # no output folder: no ledgers to compose
         return "The proxies' runs were not accounted (no output folder)."
     spent = result["privacy_spent"]
+    figure = (f"ε = {spent['epsilon']:.4g} ({spent['accountant'].upper()}; RDP {spent['epsilon_rdp']:.4g})"
+              if spent["epsilon"] is not None else "no guarantee (a non-private run)")
+    note = f" ({spent['note']})" if spent.get("note") else ""
     text = (f"Tuning data: {result['tuning_data']} ({result['tuning']['source']}). The {spent['runs']} proxy runs "
-            f"composed spent ε = {spent['epsilon_rdp']:.4g} (RDP), {spent['epsilon_pld']:.4g} (PLD) on the data "
-            f"they trained on. Which is the guarantee: {result['guarantee']}.")
+            f"composed spent {figure}{note} on the data they trained on. Which is the guarantee: "
+            f"{result['guarantee']}.")
     if result["epsilon_total_runs"]:
+        pld = result["epsilon_total_pld"]
         text += (f" Total ε on the private training set: **{result['epsilon_total_rdp']:.4g}** (RDP), "
-                 f"{result['epsilon_total_pld']:.4g} (PLD) at δ = {spent['delta']:.3g}.")
+                 f"{'-' if pld is None else f'{pld:.4g}'} (PLD) at δ = {spent['delta']:.3g}.")
     else:
         text += " Nothing has been released about the private training set yet."
     return text

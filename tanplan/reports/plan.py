@@ -135,12 +135,17 @@ def summary_rows(plan, accountants) -> list[tuple[str, str]]:
         ("TAN Σ = 1/η", f"{plan.tan:.4g}"),
         ("ε_TAN (heuristic)", f"{plan.eps_tan:.4g}"),
     ]
+    record = lambda acc, rel: " — of record" if (acc, rel) == (plan.accountant, plan.neighbouring) else ""  # noqa: E731
     for acc in accountants:
-        rows.append((f"ε exact ({acc.upper()})", f"{plan.epsilon(acc):.4g}"))
+        rows.append((f"ε exact ({acc.upper()}, add/remove-one){record(acc, 'add_remove')}",
+                     f"{plan.epsilon(acc, 'add_remove'):.4g}"))
+    if "pld" in accountants and plan.sigma >= accounting.PLD_SIGMA_MIN:
+        rows.append((f"ε exact (PLD, replace-one){record('pld', 'replace_one')}",
+                     f"{plan.epsilon('pld', 'replace_one'):.4g}"))
     return rows
 
 
-def write_plan_report(plan: Plan, out: Path, accountants=("rdp",), title: str = "TAN plan") -> dict:
+def write_plan_report(plan: Plan, out: Path, accountants=("pld", "rdp"), title: str = "TAN plan") -> dict:
     """Write report.md, proxy_family.csv, privacy_family.csv and three figures into `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -164,7 +169,8 @@ def write_plan_report(plan: Plan, out: Path, accountants=("rdp",), title: str = 
 {chr(10).join('- ' + line for line in advice(plan, accountants[0]))}
 
 ε_TAN = η² + 2η·√log(1/δ) is a heuristic for quick reasoning, never a guarantee; the exact ε comes from
-dp_accounting (Poisson-subsampled Gaussian composed S times, add/remove-one neighbours).
+dp_accounting (Poisson-subsampled Gaussian composed S times), under add/remove-one neighbours and, by
+PLD, under replace-one (N public: the meaningful relation); which one is of record is marked.
 
 ## Privacy wall
 ![privacy wall](privacy_wall.png)
@@ -179,7 +185,8 @@ meets ε_TAN: there ε depends only on η.
 ![families](families.png)
 
 Proxies (same η_step and S; `proxy_family.csv`). A proxy is a simulation for choosing hyper-parameters:
-its own ε is no guarantee, and tuning on the private data is not accounted.
+its own ε is no guarantee for the target. Train proxies on public data ([tuning] data = "public"), or
+compose their releases with the launch's ([tuning] data = "private").
 
 {_markdown(proxies)}
 

@@ -91,11 +91,14 @@ def _privacy(summary: dict) -> str:
     return f"""## Privacy
 Proxies learned on {tuning['source']} (tuning data: **{tuning['tuning_data']}**).{sizes}
 
-| | ε (RDP) | ε (PLD) | δ |
-|---|---|---|---|
-| the launch alone | {fmt(summary['epsilon_rdp'])} | {fmt(summary['epsilon_pld'])} | {summary['delta']:.3g} |
-| every release on the private set ({summary['epsilon_total_runs']} runs) | {fmt(summary['epsilon_total_rdp'])} | {fmt(summary['epsilon_total_pld'])} | {summary['delta']:.3g} |
+| | ε (RDP, add/remove-one) | ε (PLD, add/remove-one) | ε (PLD, replace-one) | δ |
+|---|---|---|---|---|
+| the launch alone | {fmt(summary['epsilon_rdp'])} | {fmt(summary['epsilon_pld'])} | {fmt(summary.get('epsilon_replace_one'))} | {summary['delta']:.3g} |
+| every release on the private set ({summary['epsilon_total_runs']} runs) | {fmt(summary['epsilon_total_rdp'])} | {fmt(summary['epsilon_total_pld'])} | {fmt(summary.get('epsilon_total_replace_one'))} | {summary['delta']:.3g} |
 
+Accountant of record: {str(summary.get('accountant', 'pld')).upper()}, relation of record:
+{str(summary.get('neighbouring', 'add_remove')).replace('_', '/')} (σ is calibrated to it; docs/privacy.md says when
+each relation holds).{' ' + summary['epsilon_total_note'] + '.' if summary.get('epsilon_total_note') else ''}
 Which is the guarantee: {summary['guarantee']}."""
 
 

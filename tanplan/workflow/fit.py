@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -140,12 +141,20 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
 
     dataset = load_data(cfg)
     target = plan_from_config(cfg, int(dataset.x_train.shape[0]))
-    rows = []
+    members = []  # every member is checked before the first trains (factors of any size: no overflow)
     for k in factors:
-        b, s = max(1, round(target.batch_size / k)), max(1, round(target.steps * k * k))
+        b_float, s_float = target.batch_size / k, target.steps * k * k
+        if not (math.isfinite(s_float) and s_float <= MAX_STEPS and b_float <= target.dataset_size):
+            continue  # outside the data, or the accountants' domain
+        b, s = max(1, round(b_float)), max(1, round(s_float))
         proxy_b = max(1, round(proxy_batch_size / k))
-        if b > target.dataset_size or proxy_b > b or s > MAX_STEPS:  # outside the data, or the accountants' domain
-            continue
+        if proxy_b <= b:
+            members.append((k, b, s, proxy_b))
+    if not members:
+        raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a member "
+                         f"with B/k ≤ N = {target.dataset_size} and S·k² ≤ {MAX_STEPS:.0e} steps")
+    rows = []
+    for k, b, s, proxy_b in members:
         member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
         member_cfg = cfg.with_overrides({
             "train.batch_size": b, "train.steps": s, "privacy.sigma": target.sigma,
@@ -157,8 +166,6 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
                      "learning_rate": cfg.train.learning_rate * target.steps / s, "proxy_batch_size": proxy_b,
                      "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs),
                      "eps_rdp": member.epsilon("rdp")})
-    if not rows:
-        raise UsageError("no factor gives a valid member: check --factors against the dataset size")
     best = max(rows, key=lambda r: r["mean_accuracy"])
     result = {"members": rows, "best": best}
     if out is not None:
@@ -182,12 +189,17 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     full = load_data(cfg.with_overrides({"data.train_examples": 0}))
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
     target = plan_from_config(cfg, base_n)
+    sizes = {k: base_n * k for k in factors}  # checked before the first member trains (no overflow)
+    usable = [(k, int(round(n))) for k, n in sizes.items() if math.isfinite(n) and target.batch_size <= round(n) <= available]
+    if not usable:
+        raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a dataset "
+                         f"size B = {target.batch_size} ≤ k·N ≤ {available} (the training examples available; N = "
+                         f"{base_n})")
+    for k, n in sizes.items():
+        if (k, int(round(n)) if math.isfinite(n) else None) not in usable:
+            log(f"  data k={k:g}: N'={n:.4g} skipped (needs B={target.batch_size} ≤ N' ≤ {available} available)")
     rows = []
-    for k in factors:
-        n = int(round(base_n * k))
-        if not target.batch_size <= n <= available:
-            log(f"  data k={k:g}: N'={n} skipped (needs B={target.batch_size} ≤ N' ≤ {available} available)")
-            continue
+    for k, n in usable:
         member = with_dataset_size(target, n)
         member_cfg = cfg.with_overrides({"data.train_examples": n, "privacy.sigma": target.sigma,
                                          "privacy.delta": member.delta})
@@ -198,8 +210,6 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
                      "sigma": target.sigma, "delta": member.delta, "q": member.q, "eta": member.eta,
                      "eps_tan": member.eps_tan, "eps_rdp": member.epsilon("rdp"), "proxy_batch_size": proxy_batch_size,
                      "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs)})
-    if not rows:
-        raise UsageError("no factor gives a valid dataset size: use factors with B ≤ k·N ≤ the training set size")
     result = {"members": rows}
     if out is not None:
         write_json_atomic(out / "dataset_sizes.json", result)

@@ -69,6 +69,22 @@ def check_out_dir(path: str | os.PathLike | None, flag: str = "--out") -> None:
                          "(not writable)")
 
 
+def check_resume(out: str | os.PathLike | None, resume: bool) -> None:
+    """With --resume, UsageError unless `out` holds a run to continue (its private folder and secret):
+    a resume into a folder that does not exist is a typo, not a fresh run."""
+    if not resume:
+        return
+    if out is None:
+        raise UsageError("--resume needs --out DIR: the folder of the run to continue")
+    folder = Path(out)
+    if not folder.is_dir():
+        raise UsageError(f"--resume is not allowed: {str(folder)!r} does not exist; drop --resume to start a new run "
+                         "there")
+    if not (folder / "checkpoint" / "run_secret.json").is_file():
+        raise UsageError(f"--resume is not allowed: {str(folder)!r} holds no run to continue (no "
+                         "checkpoint/run_secret.json); drop --resume to start a new run there")
+
+
 def check_sweep_space(cfg: Config) -> None:
     """[sweep.space] (or the default space of the dataset's kind), every value a trial could take."""
     from tanplan.data import available_augmentations, dataset_kind

@@ -1,9 +1,11 @@
 """`tanplan launch`: the one full-scale DP-SGD run, exactly accounted and refused if over budget.
 
 The ε reported is computed from the parameters the run actually uses (N of the loaded training set,
-the target B, σ and S, and DP-SNIP's release if any), under the plan's own accountant (privacy.accountant),
-with RDP and PLD both reported. A plan whose exact ε exceeds [privacy] epsilon is refused with
-BudgetExceeded (exit 3) before any step is taken.
+the target B, σ and S, and DP-SNIP's release if any), under the plan's own accountant and relation
+(privacy.accountant, privacy.neighbouring), with RDP and PLD (add/remove-one) and PLD under replace-one
+all reported. A plan whose exact ε exceeds [privacy] epsilon is refused with BudgetExceeded (exit 3)
+before any step is taken. `launch --best` of a sweep that tuned on the private set composes the sweep's
+releases with the launch's (`with_tuning`, tanplan.workflow.privacy_spent.totals, as `tanplan run` does).
 """
 
 from __future__ import annotations
@@ -24,19 +26,24 @@ def check_budget(run: RunPlan, budget: float | None) -> dict:
     ε is that of every release of the run (DP-SNIP's too) composed, from RunPlan.epsilon: the same
     function the ledger and the summaries use.
     """
-    spent = run.epsilon(run.accountant)
+    spent = run.epsilon()  # the accountant and relation of record
     if budget and spent > budget:
-        raise BudgetExceeded(f"the launch would spend ε = {spent:.4g} ({run.accountant.upper()}, δ = {run.delta:.3g}, "
-                             f"σ = {run.sigma:.4g}, B = {run.batch_size}, S = {run.steps}) above the budget "
-                             f"privacy.epsilon = {budget:g}; no step was taken")
-    return {"epsilon_rdp": run.epsilon("rdp"), "epsilon_pld": run.epsilon("pld"), "accountant": run.accountant,
-            "epsilon": spent, "delta": run.delta, "sigma": run.sigma, "snip_sigma": run.snip_sigma or None,
-            "q": run.q, "steps": run.steps, "batch_size": run.batch_size, "dataset_size": run.dataset_size}
+        relation = "" if run.neighbouring == "add_remove" else ", replace-one"
+        raise BudgetExceeded(f"the launch would spend ε = {spent:.4g} ({run.accountant.upper()}{relation}, "
+                             f"δ = {run.delta:.3g}, σ = {run.sigma:.4g}, B = {run.batch_size}, S = {run.steps}) above "
+                             f"the budget privacy.epsilon = {budget:g}; no step was taken")
+    return {"epsilon_rdp": run.epsilon("rdp", neighbouring="add_remove"),
+            "epsilon_pld": run.epsilon("pld", neighbouring="add_remove"),
+            "epsilon_replace_one": run.epsilon("pld", neighbouring="replace_one"), "accountant": run.accountant,
+            "neighbouring": run.neighbouring, "epsilon": spent, "delta": run.delta, "sigma": run.sigma,
+            "snip_sigma": run.snip_sigma or None, "q": run.q, "steps": run.steps, "batch_size": run.batch_size,
+            "dataset_size": run.dataset_size}
 
 
 def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
            backend: str = "local", resume: bool = False, num_workers: int = 1, gpus_per_worker: int = 0,
-           address: str | None = None, allow_public_noise: bool = False) -> dict:
+           address: str | None = None, allow_public_noise: bool = False,
+           before_training: Callable[[RunPlan], None] | None = None) -> dict:
     """Check the budget, then train the target (no proxy) through THE loop and write DIR/launch.json.
 
     backend "local": every local device; "ray": num_workers processes through Ray Train's JaxTrainer
@@ -57,7 +64,10 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     accounting = None
     if cfg.privacy.private:
         dataset = load_data(cfg)
-        accounting = check_budget(resolve_plan(cfg, dataset.num_train), cfg.privacy.epsilon)
+        run = resolve_plan(cfg, dataset.num_train)
+        accounting = check_budget(run, cfg.privacy.epsilon)
+        if before_training is not None:  # a last check of the caller's (nothing is written before it)
+            before_training(run)
     if train_fn is not None:
         summary = train_fn(cfg, out, progress=progress)
     elif backend == "ray":
@@ -71,4 +81,45 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
         summary = train_and_evaluate(cfg, out, resume=resume, progress=progress)
     result = {"summary": summary, "accounting": accounting, "wall_seconds": time.perf_counter() - started}
     write_json_atomic(out / "launch.json", result)
+    return result
+
+
+def tuning_of_best(best: dict | None, best_path: Path) -> tuple[dict | None, Path | None, str]:
+    """(the tuning record of a sweep's best.json, the folder of its runs when they trained on the private
+    set, a sentence for the user). A best.json without a record (an older sweep) says so."""
+    record = (best or {}).get("tuning")
+    if not isinstance(record, dict) or record.get("tuning_data") not in ("public", "private"):
+        return None, None, ("best.json does not record where its proxies trained (a sweep of an older tanplan): "
+                            "the launch's ε alone is printed; if they saw the private set, compose their ledgers")
+    if record["tuning_data"] == "public":
+        return record, None, (f"the sweep's proxies trained on {record['source']}: the launch's ε is the whole "
+                              "guarantee for the private examples")
+    trials = Path(best_path).parent / str(best.get("trials_dir", "trials"))
+    return record, trials, (f"the sweep's proxies trained on the private set: their releases ({trials}) are composed "
+                            "with the launch's")
+
+
+def check_tuning_runs(trials: Path, run: RunPlan) -> None:
+    """UsageError unless the private-tuning runs of a best.json can be composed with this launch: their
+    ledgers are there, at the launch's δ (checked before any step)."""
+    from tanplan.workflow.privacy_spent import ledgers_under
+
+    ledgers = ledgers_under(trials) if trials.is_dir() else []
+    if not ledgers:
+        raise UsageError(f"--best names a sweep that tuned on the private set, but its runs' ledgers are not in "
+                         f"{str(trials)!r}: their releases cannot be composed with the launch's; keep the sweep "
+                         "folder next to its best.json")
+    deltas = {ledger.delta for ledger in ledgers if ledger.events()}
+    if deltas and deltas != {run.delta}:
+        raise UsageError(f"--best: the sweep's runs were accounted at δ = {sorted(deltas)}, this launch at δ = "
+                         f"{run.delta:g}: they cannot be composed; launch with the sweep's config")
+
+
+def with_tuning(result: dict, out: Path, record: dict, trials: Path | None) -> dict:
+    """result with the total ε on the private set (privacy_spent.totals: the launch, and the sweep's runs
+    when they trained on it), written back to out/launch.json."""
+    from tanplan.workflow.privacy_spent import totals
+
+    result.update(totals(Path(out), [trials] if trials is not None else [], record))
+    write_json_atomic(Path(out) / "launch.json", result)
     return result

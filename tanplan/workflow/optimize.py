@@ -1,7 +1,7 @@
 """`tanplan optimize`: the best (B, S, σ) for a privacy budget and a compute budget, chosen from proxies.
 
 1. The frontier (tanplan.privacy.frontier): every (B = ⌊C/S⌋, S) on a geometric grid of S around the
-   config's own S (S_ref), σ calibrated to privacy.epsilon with the exact RDP accountant.
+   config's own S (S_ref), σ calibrated to privacy.epsilon with the accountant of record (privacy.accountant).
 2. A few candidates (those nearest S_ref, [optimize] candidates, spaced by steps_factor) are simulated
    by their constant-η_step proxies (B', σ·B'/B, S), with [optimize] seeds seeds each, through the engine
    (tanplan.workflow.fit.train_points), on the tuning data ([tuning]: public data of the same task by
@@ -60,7 +60,7 @@ def measure_throughput(model: str) -> float:
 def frontier_plan(dataset_size: int, epsilon: float, delta: float | None = None, *, compute: int | None = None,
                   device_hours: float | None = None, samples_per_second: float | None = None,
                   model: str = "cnn1d", min_batch_size: int = 1, factor: float = 2.0,
-                  measure: Callable[[str], float] | None = None) -> dict:
+                  measure: Callable[[str], float] | None = None, accountant: str = "pld") -> dict:
     """The budget frontier as plain numbers; C = compute, or device_hours·3600·throughput.
 
     The throughput is samples_per_second, or measured by the DP-step benchmark of `model`. Every other
@@ -71,7 +71,7 @@ def frontier_plan(dataset_size: int, epsilon: float, delta: float | None = None,
     if (compute is None) == (device_hours is None):
         raise UsageError("give exactly one compute budget: --compute C or --device-hours H")
     delta = default_delta(dataset_size) if delta is None else delta
-    check_budget(dataset_size, epsilon, compute or min_batch_size, delta, min_batch_size, factor)
+    check_budget(dataset_size, epsilon, compute or min_batch_size, delta, min_batch_size, factor, accountant)
     throughput = None
     if device_hours is not None:
         measured = samples_per_second is None
@@ -84,13 +84,14 @@ def frontier_plan(dataset_size: int, epsilon: float, delta: float | None = None,
         compute = int(device_hours * SECONDS_PER_HOUR * samples_per_second)
         throughput = {"device_hours": device_hours, "samples_per_second": samples_per_second, "measured": measured,
                       "model": model if measured else None}
-    front = frontier(dataset_size, epsilon, compute, delta, min_batch_size=min_batch_size, factor=factor)
+    front = frontier(dataset_size, epsilon, compute, delta, min_batch_size=min_batch_size, factor=factor,
+                     accountant=accountant)
     result = front.to_dict()
     result["throughput"] = throughput
     result["notes"] = []
-    if delta > 1.0 / dataset_size:
-        result["notes"].append(f"delta={delta:g} exceeds 1/N={1.0 / dataset_size:.3g}: such a δ allows releasing "
-                               f"some examples outright")
+    if delta >= 1.0 / dataset_size:
+        result["notes"].append(f"delta={delta:g} is ≥ 1/N={1.0 / dataset_size:.3g}: such a δ allows releasing "
+                               f"an example outright (training commands refuse it without privacy.allow_large_delta)")
     return result
 
 
@@ -130,9 +131,9 @@ def check_config(cfg: Config) -> None:
     if cfg.privacy.sigma > 0:
         raise UsageError(f"privacy.sigma = {cfg.privacy.sigma:g} is not allowed: optimize calibrates σ for every "
                          f"candidate from privacy.epsilon; use --set privacy.sigma=0")
-    if cfg.privacy.accountant != "rdp":
-        raise UsageError(f"privacy.accountant = {cfg.privacy.accountant!r} is not allowed: the frontier is "
-                         f"calibrated with rdp")
+    if cfg.privacy.neighbouring != "add_remove":
+        raise UsageError(f"privacy.neighbouring = {cfg.privacy.neighbouring!r} is not allowed: the frontier is "
+                         "calibrated under add/remove-one (its replace-one ε is reported by the launch)")
     if uses_snip(cfg):
         raise UsageError("pruning.method = 'dp_snip' is not allowed: the frontier calibrates σ for DP-SGD alone")
     from tanplan.workflow import tuning
@@ -182,12 +183,17 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     from tanplan.privacy.mechanism import resolve_plan
     from tanplan.workflow import tuning
 
-    n = load_data(cfg).num_train
-    delta = cfg.privacy.delta or 1.0 / n
+    from tanplan.privacy.plan import check_delta_below_one_over_n, default_delta
+
+    private = load_data(cfg)
+    n = private.num_train
+    if cfg.privacy.delta:
+        check_delta_below_one_over_n(cfg.privacy.delta, n, cfg.privacy.allow_large_delta)
+    delta = cfg.privacy.delta or default_delta(n)
     min_batch = min(min_batch, n)
     anchor = anchor_steps(n, compute, cfg.train.steps, min_batch)
     front = frontier(n, cfg.privacy.epsilon, compute, delta, min_batch_size=min_batch, factor=opt.steps_factor ** 0.5,
-                     anchor=anchor)
+                     anchor=anchor, accountant=cfg.privacy.accountant)
     window = simulated_window(list(front.candidates), anchor, opt.steps_factor, opt.candidates)
     if len(window) < 3:
         raise UsageError(f"only {len(window)} frontier candidates have a batch of at least {min_batch} "
@@ -212,7 +218,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
 
     points: list[dict] = []
 
-    sizes: dict = {}  # training-set sizes of the tuning data, loaded once
+    loaded: dict = {}  # the tuning data, loaded (and checked against the private set) once
     tunings: list = []
 
     def simulate(c: Candidate) -> None:
@@ -223,8 +229,8 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         if not math.isclose(planned.sigma, c.sigma, rel_tol=1e-9):
             raise RuntimeError(f"the engine's σ {planned.sigma} differs from the frontier's {c.sigma} at S={c.steps}")
         # The candidate's proxies learn on the tuning data ([tuning]: public by default) at its η_step.
-        tune = tuning.resolve(run_cfg, planned.plan,
-                              load_size=lambda c_: sizes.setdefault(repr(c_.data), load_data(c_).num_train))
+        tune = tuning.resolve(run_cfg, planned.plan, private=None if loaded else private,
+                              load=lambda c_: loaded.setdefault(repr(c_.data), load_data(c_)))
         tunings.append(tune)
         try:
             runs = train_points(tune.proxy_cfg, [row["proxy_batch_size"]], opt.seeds, out, train_fn=train_fn,
@@ -257,7 +263,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
                    outside_law=row["simulated"] and not row["diverged"] and not inside)
     rows = [rows[s] for s in sorted(rows)]
     result = {"experiment": cfg.experiment.name, "dataset_size": n, "epsilon": cfg.privacy.epsilon, "delta": delta,
-              "compute": compute, "accountant": "rdp", "reference_steps": cfg.train.steps,
+              "compute": compute, "accountant": cfg.privacy.accountant, "reference_steps": cfg.train.steps,
               "settings": {k: getattr(opt, k) for k in ("candidates", "seeds", "extend", "savings",
                                                          "min_proxy_batch_size", "steps_factor", "rescale", "law",
                                                          "level")},

@@ -46,6 +46,7 @@ from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports.fit import figure_scaling
 from tanplan.reports.run import run_report
+from tanplan.workflow import tuning
 from tanplan.workflow.privacy_spent import totals
 from tanplan.workflow.sweep.study import STUDY_FILE
 
@@ -63,10 +64,12 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
                     baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
     stages = _Stages(baselines, log)
-    out.mkdir(parents=True, exist_ok=True)
     dataset = load_data(cfg)
-    plan = plan_stage(cfg, dataset, out, stages)
-    tune = tuning_stage(cfg, plan, stages)
+    plan = target_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
+    tune = tuning.resolve(cfg, plan, private=dataset)  # the public set checked against the private one
+    out.mkdir(parents=True, exist_ok=True)
+    plan_stage(cfg, plan, out, stages)
+    tuning_stage(tune, stages)
     proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
     test_sizes = eval_sets(proxies, dataset)
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
@@ -100,10 +103,10 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     summary["sweep_choice"] = _sweep_choice(out)
     summary.update(totals(out / "launch", _proxy_folders(out), tune))
     baseline_md = ""
-    if baselines and summary["epsilon_rdp"] is not None:
-        stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon_rdp']:.4g}")
-        summary["baselines"], baseline_md = _baselines(summary["epsilon_rdp"], plan.delta, baseline_features,
-                                                       baseline_public, out / "baselines")
+    if baselines and summary["epsilon"] is not None:
+        stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon']:.4g}")
+        summary["baselines"], baseline_md = _baselines(summary["epsilon"], plan.delta, baseline_features,
+                                                       baseline_public, out / "baselines", cfg)
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder)
@@ -154,22 +157,25 @@ class _Stages:
         self.log(f"[{self.done}/{self.total}] {text}")
 
 
-def plan_stage(cfg: Config, dataset, out: Path, stages: _Stages):
+def target_plan(cfg: Config, dataset):
+    """The target Plan on the loaded private set (UsageError for a δ, σ or budget it cannot take)."""
     from tanplan.privacy.mechanism import resolve_plan
+
+    return resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
+
+
+def plan_stage(cfg: Config, plan, out: Path, stages: _Stages):
     from tanplan.reports.plan import write_plan_report
 
-    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
     stages.next(f"plan: N={plan.dataset_size}, B={plan.batch_size}, S={plan.steps}, σ={plan.sigma:.4g}, "
-                f"ε={plan.epsilon('rdp'):.4g} (RDP), regime {plan.regime.value}")
-    write_plan_report(plan, out / "plan", ("rdp", "pld"), title=f"Plan: {cfg.experiment.name}")
+                f"ε={plan.epsilon():.4g} ({plan.accountant.upper()}; RDP {plan.epsilon('rdp'):.4g}), δ={plan.delta:.3g}, "
+                f"regime {plan.regime.value}")
+    write_plan_report(plan, out / "plan", ("pld", "rdp"), title=f"Plan: {cfg.experiment.name}")
     return plan
 
 
-def tuning_stage(cfg: Config, plan, stages: _Stages):
+def tuning_stage(tune, stages: _Stages):
     """Where the proxies learn (tanplan.workflow.tuning), said on one line."""
-    from tanplan.workflow import tuning
-
-    tune = tuning.resolve(cfg, plan)
     line = f"  proxies learn on {tune.source}"
     if tune.data == "public" and tune.sizes_differ:
         line += (f"; N_pub = {tune.tuning_size} differs from N = {tune.private_size}: σ' keeps the target's η_step, "
@@ -286,6 +292,9 @@ def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: boo
         "actual_inside_interval": bool(interval[0] <= actual <= interval[1]) if actual is not None and interval else None,
         "epsilon_rdp": accounting["epsilon_rdp"] if accounting else None,
         "epsilon_pld": accounting["epsilon_pld"] if accounting else None,
+        "epsilon_replace_one": accounting["epsilon_replace_one"] if accounting else None,
+        "epsilon": accounting["epsilon"] if accounting else None,
+        "accountant": plan.accountant, "neighbouring": plan.neighbouring,
         "delta": plan.delta, "sigma": plan.sigma, "batch_size": plan.batch_size, "steps": plan.steps,
         "proxy_compute": compute, "proxy_compute_fraction": compute["total"] if compute else None,
         "proxy_runs": compute["runs"] if compute else None,
@@ -362,7 +371,7 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
             load_public(baseline_public, features.width)
 
 
-def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tuple[list[dict], str]:
+def _baselines(epsilon: float, delta: float, features, public, out: Path, cfg: Config) -> tuple[list[dict], str]:
     """The cheaper private methods at the launch's exact ε and δ, for the report's comparison.
 
     Without a features file they run on tanplan's demo features (an encoder trained on public mnist1d,
@@ -371,7 +380,9 @@ def _baselines(epsilon: float, delta: float, features, public, out: Path) -> tup
     from tanplan.reports.baselines import markdown, write_outputs
     from tanplan.baselines.runner import baseline_rows
 
-    rows, notes = baseline_rows(epsilon, delta, features, public, seed=None)  # noise from OS entropy
+    # The demo's mnist1d draws never use the user's private draw (data.seed), so they spend nothing on it.
+    avoid = {cfg.data.seed} if cfg.data.dataset == "mnist1d" else set()
+    rows, notes = baseline_rows(epsilon, delta, features, public, seed=None, avoid_seeds=avoid)  # OS entropy
     source = features or "tanplan's demo features (public-pretrained 1D CNN on an independent mnist1d draw)"
     write_outputs(out, rows, notes, f"Baselines at ε = {epsilon:.4g}, δ = {delta:.2g} on {source}")
     return rows, (f"\n## Cheaper private methods at the same ε\nOn {source}, at ε = {epsilon:.4g}, δ = {delta:.2g} "

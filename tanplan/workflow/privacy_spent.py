@@ -2,8 +2,10 @@
 
 Every run folder holds ledger.json, the releases it made (tanplan.privacy.ledger). Runs that trained on
 the same examples compose: `spent` reads their ledgers and returns the exact ε of all their releases
-together (tanplan.privacy.accounting.epsilon_of_events), by RDP and by PLD. `tanplan sweep` and
-`tanplan fit` report it for their runs; `tanplan run` and `tanplan optimize` compose every run that touched
+together (tanplan.privacy.accounting.epsilon_of_events), by RDP and by PLD (add/remove-one), and for the
+total on the private set by PLD under replace-one too. Where PLD cannot run (a proxy's σ' below 0.1) its figures are None with a note and RDP
+stands: a stage that trained never fails on its report. `tanplan sweep` and `tanplan fit` report it for
+their runs; `tanplan run`, `tanplan optimize` and `tanplan launch --best` compose every run that touched
 the private set (`totals`).
 """
 
@@ -22,28 +24,70 @@ def ledgers_under(folder: str | Path) -> list[Ledger]:
     return [read_ledger(path) for path in sorted(Path(folder).rglob("ledger.json"))]
 
 
-def spent(ledgers: list[Ledger], *, pld: bool = True) -> dict:
-    """{"runs", "delta", "epsilon_rdp", "epsilon_pld"}: every release of the ledgers composed at their δ.
+def spent(ledgers: list[Ledger], *, pld: bool = True, replace_one: bool = False) -> dict:
+    """{"runs", "delta", "epsilon_rdp", "epsilon_pld", "epsilon_replace_one", "epsilon", "accountant", "note"}:
+    every release of the ledgers composed at their δ. `epsilon` is the tightest figure that could run
+    (PLD, else RDP: `accountant` names it); `note` says why PLD did not run, when it did not. replace_one:
+    PLD under replace-one too (a second composition: `totals` asks for it, a stage's own report does not).
 
-    PLD composes the runs' privacy loss distributions (tighter than RDP; seconds for a dozen proxies).
     ε is None when a run was non-private, 0 when nothing was released."""
+    from tanplan.privacy import accounting
+
     taken = [ledger for ledger in ledgers if ledger.events()]
-    deltas = {ledger.delta for ledger in taken}
-    if len(deltas) > 1:
-        raise ValueError(f"runs accounted at different δ cannot be composed here: {sorted(deltas)}")
-    delta = deltas.pop() if deltas else None
-    out = {"runs": len(ledgers), "delta": delta, "epsilon_rdp": 0.0, "epsilon_pld": 0.0 if pld else None}
-    if taken:
-        out["epsilon_rdp"] = epsilon_of_ledgers(taken, delta, "rdp")
-        out["epsilon_pld"] = epsilon_of_ledgers(taken, delta, "pld") if pld else None
+    deltas = sorted({ledger.delta for ledger in taken if ledger.delta is not None})
+    # A composition's events do not depend on δ: it is reported at the smallest δ of its runs (the strictest).
+    delta = deltas[0] if deltas else None
+    zero = 0.0 if pld else None
+    out = {"runs": len(ledgers), "delta": delta, "epsilon_rdp": 0.0, "epsilon_pld": zero, "epsilon_replace_one": zero,
+           "epsilon": 0.0, "accountant": "pld" if pld else "rdp", "note": None}
+    if not taken:
+        return out
+    several = f"runs accounted at {len(deltas)} values of δ, composed at the smallest" if len(deltas) > 1 else None
+    out["epsilon_rdp"] = out["epsilon"] = epsilon_of_ledgers(taken, delta, "rdp")
+    out["accountant"] = "rdp"
+    if not pld or out["epsilon_rdp"] is None:
+        out["epsilon_pld"] = out["epsilon_replace_one"] = None
+        return out
+    out["note"] = several
+    why = accounting.pld_unavailable([e for ledger in taken for e in ledger.events()])
+    if why is not None:
+        out.update(epsilon_pld=None, epsilon_replace_one=None, note="; ".join(filter(None, [why, several])))
+        return out
+    out["epsilon_pld"] = out["epsilon"] = epsilon_of_ledgers(taken, delta, "pld")
+    out["epsilon_replace_one"] = epsilon_of_ledgers(taken, delta, "pld", "replace_one") if replace_one else None
+    out["accountant"] = "pld"
     return out
 
 
-def report(folder: str | Path, out: str | Path, what: str) -> dict:
-    """spent() of every run below `folder`, written to out/privacy_spent.json with a sentence saying what it is."""
+def describe(info: dict) -> str:
+    """One line: the composed ε with its accountant, RDP beside it, and the note."""
+    if not info["delta"]:
+        return "nothing released"
+    if info["epsilon"] is None:
+        return "not private: no guarantee"
+    text = f"ε = {info['epsilon']:.4g} ({info['accountant'].upper()}"
+    if info["accountant"] == "pld":
+        text += f"; RDP {info['epsilon_rdp']:.4g}"
+        if info["epsilon_replace_one"] is not None:
+            text += f"; replace-one {info['epsilon_replace_one']:.4g}"
+    text += f") at δ = {info['delta']:.3g}"
+    return text + (f" ({info['note']})" if info["note"] else "")
+
+
+def report(folder: str | Path, out: str | Path, what: str, tune=None) -> dict:
+    """spent() of every run below `folder`, written to out/privacy_spent.json with a sentence saying what it is
+    and, given the stage's Tuning, which data it is the cost to."""
     info = spent(ledgers_under(folder))
-    info["what"] = (f"the exact ε of the {info['runs']} {what} composed: what they cost the examples they trained on "
-                    "(the private set, unless they trained on public data)")
+    if tune is None:
+        whose = "the examples they trained on"
+    elif tune.data == "public":
+        whose = (f"the public tuning data they trained on ({tune.source}); they saw no private example, so "
+                 "this is no cost to the private set")
+    else:
+        whose = f"the private training set ({tune.source}): compose it with the launch's ε"
+    info["what"] = f"the exact ε of the {info['runs']} {what} composed: what they cost {whose}"
+    if tune is not None:
+        info["tuning"] = tune.to_dict()
     write_json_atomic(Path(out) / FILE, info)
     return info
 
@@ -51,18 +95,24 @@ def report(folder: str | Path, out: str | Path, what: str) -> dict:
 def totals(launch: Path | None, proxy_folders: list[Path], tune) -> dict:
     """The total ε of every release that touched the private training set, composed from the ledgers of the
     runs that trained on it: the launch (None when nothing launched), and with private tuning ([tuning] data =
-    "private") every proxy run below proxy_folders. Public-tuning proxies never saw the private set."""
-    folders = ([launch] if launch is not None else []) + (list(proxy_folders) if tune.data == "private" else [])
+    "private") every proxy run below proxy_folders. Public-tuning proxies never saw the private set.
+
+    tune: the Tuning of the proxies, or its to_dict() record (a best.json's)."""
+    record = tune if isinstance(tune, dict) else tune.to_dict()
+    data, source = record["tuning_data"], record["source"]
+    folders = ([launch] if launch is not None else []) + (list(proxy_folders) if data == "private" else [])
     ledgers = [ledger for folder in folders if folder.is_dir() for ledger in ledgers_under(folder)]
-    total = spent(ledgers)
+    total = spent(ledgers, replace_one=True)
     launched = launch is not None and launch.is_dir()
     proxies = len(ledgers) - int(launched)
-    if tune.data == "public":
+    if data == "public":
         guarantee = ("the launch's ε is the guarantee for the private training examples: the proxies trained on "
-                     f"{tune.source} and released nothing about them")
+                     f"{source} and released nothing about them")
     else:
         guarantee = (f"the total ε is the guarantee for the private training examples: it composes every release "
                      f"that touched them ({proxies} proxy runs{' and the launch' if launched else ''}); the "
                      "launch's own ε holds only for someone who sees nothing of the proxies")
-    return {"tuning_data": tune.data, "tuning": tune.to_dict(), "epsilon_total_rdp": total["epsilon_rdp"],
-            "epsilon_total_pld": total["epsilon_pld"], "epsilon_total_runs": total["runs"], "guarantee": guarantee}
+    return {"tuning_data": data, "tuning": record, "epsilon_total_rdp": total["epsilon_rdp"],
+            "epsilon_total_pld": total["epsilon_pld"], "epsilon_total_replace_one": total["epsilon_replace_one"],
+            "epsilon_total": total["epsilon"], "epsilon_total_accountant": total["accountant"],
+            "epsilon_total_note": total["note"], "epsilon_total_runs": total["runs"], "guarantee": guarantee}

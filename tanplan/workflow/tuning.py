@@ -1,21 +1,28 @@
-"""Where the proxies of `tanplan run` learn, and at which σ ([tuning] data = public | private).
+"""Where the proxies learn, and at which σ ([tuning] data = public | private): ONE function for every stage.
 
 TAN's proxies train at the target's per-step signal-to-noise ratio η_step, so a proxy's own σ' = σ·B'/B is
 small and each proxy alone spends a large ε. They protect the private examples only when they never see
 them:
 
-- public (default): every proxy (sweep trial, ladder rung, fit run) trains and evaluates on public data of
-  the same task, [tuning] path (an .npz in the npz dataset's format), or for mnist1d an independent draw
-  that tanplan generates (data.seed + 1: draws with different seeds share no example). The launch's ε is
-  then the whole cost to the private examples. A public set of N_pub examples keeps the target's η_step
-  and S: q' = B'/N_pub and σ' = q'/(√2·η_step), i.e. the proxies are those of the target (B, σ·N/N_pub, S)
-  on the public set. When N_pub ≠ N the law is extrapolated across data sizes too, and the report says so.
-- private: the proxies train on the private training set; the pipeline composes every release on it
-  (tanplan.workflow.privacy_spent) and reports that total beside the launch's ε.
+- public (default): every proxy (sweep trial, ladder rung, fit run, frontier candidate) trains and evaluates
+  on public data of the same task, [tuning] path (an .npz in the npz dataset's format), or for mnist1d an
+  independent draw that tanplan generates (data.seed + 1: draws with different seeds share no example).
+  The launch's ε is then the whole cost to the private examples. A public set of N_pub examples keeps the
+  target's η_step and S: q' = B'/N_pub and σ' = q'/(√2·η_step), i.e. the proxies are those of the target
+  (B, σ·N/N_pub, S) on the public set. When N_pub ≠ N the law is extrapolated across data sizes too, and
+  the report says so. The public set is checked against the private one before any proxy trains: not the
+  same file, no shared example (row digests of the inputs, train and test), the same input shape and
+  class count.
+- private: the proxies train on the private training set; every release on it is composed
+  (tanplan.workflow.privacy_spent) and reported beside the launch's ε.
+
+`for_config(cfg)` is what `run`, `optimize`, `sweep` and every mode of `fit` call: the proxies' config
+(`Tuning.proxy_cfg`) is the one every proxy trains.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +54,17 @@ class Tuning:
 def check(cfg: Config) -> None:
     """UsageError for a [tuning] section that cannot be served; reads no data (run it before any work)."""
     t = cfg.tuning
-    if t.data == "private":
+    if t.data == "private" or not cfg.privacy.private:
         return
     if t.path:
         path = Path(t.path).expanduser()
         if not path.is_file():
             raise UsageError(f"tuning.path = {t.path!r} is not allowed: no such file (an .npz with x_train, y_train, "
                              "x_test, y_test of public data of the same task)")
+        if cfg.data.path and Path(cfg.data.path).expanduser().is_file() and os.path.samefile(path, cfg.data.path):
+            raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file data.path; "
+                             "public tuning data must hold no private example (or set tuning.data = 'private', "
+                             "accounted in the total ε)")
     elif cfg.data.dataset != "mnist1d":
         raise UsageError(f"tuning.data = 'public' needs tuning.path for data.dataset = {cfg.data.dataset!r}: an .npz "
                          "of public data of the same task (or tuning.data = 'private', accounted in the total ε)")
@@ -67,27 +78,75 @@ def public_data(cfg: Config) -> dict:
     return {"data.seed": cfg.data.seed + PUBLIC_SEED_OFFSET}  # mnist1d: an independent draw of the same size
 
 
-def resolve(cfg: Config, target, load_size=None) -> Tuning:
+def check_public_set(cfg: Config, public, private) -> None:
+    """UsageError unless the public tuning set is of the private set's task and shares no example with it:
+    the same input shape and class count, and no input row (train or test) in common with the private
+    training or test set (16-byte digests of each row)."""
+    from tanplan.data.dataset import row_digests
+
+    where = f"tuning.path = {cfg.tuning.path!r}" if cfg.tuning.path else "the public mnist1d draw"
+    if public.input_shape != private.input_shape:
+        raise UsageError(f"{where} is not allowed: its examples have shape {public.input_shape}, the private set's "
+                         f"{private.input_shape}; public tuning data must be of the same task")
+    if public.num_classes != private.num_classes:
+        raise UsageError(f"{where} is not allowed: it has {public.num_classes} classes, the private set "
+                         f"{private.num_classes}; public tuning data must be of the same task")
+    import numpy as np
+
+    shared = row_digests(np.concatenate([public.x_train, public.x_test])) & (
+        row_digests(private.x_train) | row_digests(private.x_test))
+    if shared:
+        raise UsageError(f"{where} is not allowed: {len(shared)} of its examples are in the private training or test "
+                         "set; public tuning data must hold no private example (or set tuning.data = 'private', "
+                         "accounted in the total ε)")
+
+
+def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     """The proxies' Tuning for a target Plan on the private set (N = target.dataset_size).
 
-    load_size(cfg) -> the training-set size of cfg's data (default: load it); the public set must hold
-    at least the target's B examples, since its proxies are those of (B, σ·N/N_pub, S) on it.
+    private: the private Dataset, against which a public set is checked (check_public_set); load(cfg) ->
+    the Dataset of a config (default: tanplan.engine.setup.load_data). The public set must hold at least
+    the target's B examples, since its proxies are those of (B, σ·N/N_pub, S) on it.
     """
     check(cfg)
     n = target.dataset_size
     if cfg.tuning.data == "private":
         return Tuning("private", f"the private training set ({n} examples)", cfg, n, n)
-    if load_size is None:
-        from tanplan.engine.setup import load_data
-
-        load_size = lambda c: load_data(c).num_train  # noqa: E731
-    public = cfg.with_overrides(public_data(cfg))
-    n_pub = int(load_size(public))
+    if load is None:
+        from tanplan.engine.setup import load_data as load
+    public_cfg = cfg.with_overrides(public_data(cfg))
+    public = load(public_cfg)
+    if private is not None:
+        check_public_set(cfg, public, private)
+    n_pub = int(public.num_train)
     if n_pub < target.batch_size:
         raise UsageError(f"the public tuning set has {n_pub} training examples, fewer than train.batch_size = "
                          f"{target.batch_size}: its proxies stand for the target on it; use a larger public set")
-    # σ·N/N_pub keeps η_step = q/(√2σ) of the target with q = B/N_pub; δ stays the target's.
-    proxy_cfg = public.with_overrides({"privacy.sigma": target.sigma * n / n_pub, "privacy.delta": target.delta})
+    # σ·N/N_pub keeps η_step = q/(√2σ) of the target with q = B/N_pub; δ stays the target's (checked on the
+    # private N: the proxies' own ε guarantees nothing, so δ ≥ 1/N_pub is no refusal there).
+    proxy_cfg = public_cfg.with_overrides({"privacy.sigma": target.sigma * n / n_pub, "privacy.delta": target.delta,
+                                           "privacy.allow_large_delta": True})
     source = (f"public data: {cfg.tuning.path} ({n_pub} examples)" if cfg.tuning.path
-              else f"public data: an independent mnist1d draw (data.seed = {public.data.seed}, {n_pub} examples)")
+              else f"public data: an independent mnist1d draw (data.seed = {public_cfg.data.seed}, {n_pub} examples)")
     return Tuning("public", source, proxy_cfg, n, n_pub)
+
+
+def for_config(cfg: Config, private=None) -> Tuning:
+    """THE proxies of cfg, per [tuning]: load the private set (unless given), resolve the target plan on it
+    (δ and σ checked there), then resolve() the tuning data. A non-private config protects nothing: its
+    proxies train on its own data."""
+    from tanplan.engine.setup import load_data
+    from tanplan.privacy.mechanism import resolve_plan
+
+    check(cfg)
+    private = private if private is not None else load_data(cfg)
+    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
+    if not run.private:
+        n = private.num_train
+        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n)
+    return resolve(cfg, run.plan, private=private)
+
+
+def from_record(record: dict | None) -> dict | None:
+    """A best.json's tuning record back as the dict `to_dict` wrote (None when absent)."""
+    return dict(record) if isinstance(record, dict) and record.get("tuning_data") in ("public", "private") else None

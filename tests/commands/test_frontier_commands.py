@@ -17,12 +17,12 @@ def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
     code, out, _ = run_cli(capsys, "plan", *FRONT, "--compute", "200000", "--steps-factor", "4", "--json")
     assert code == 0
     result = json.loads(out)
-    assert result["compute"] == 200000 and result["accountant"] == "rdp"
+    assert result["compute"] == 200000 and result["accountant"] == "pld"  # the accountant of record
     assert len(result["candidates"]) >= 4
     for c in result["candidates"]:
-        assert {"batch_size", "steps", "sigma", "eps_rdp", "eta_step", "regime"} <= set(c)
+        assert {"batch_size", "steps", "sigma", "epsilon", "eps_rdp", "eta_step", "regime"} <= set(c)
         assert isinstance(c["batch_size"], int) and isinstance(c["steps"], int) and isinstance(c["sigma"], float)
-        assert c["batch_size"] * c["steps"] <= 200000 and c["eps_rdp"] <= 1.0
+        assert c["batch_size"] * c["steps"] <= 200000 and c["epsilon"] <= 1.0 <= c["eps_rdp"]  # RDP is looser
         assert c["eta_step"] == pytest.approx(c["batch_size"] / 10000 / (2**0.5 * c["sigma"]))
         assert c["regime"] in ("tan", "overcharged", "privacy_wall")
 
@@ -50,7 +50,7 @@ def test_plan_device_hours_measures_the_throughput_when_not_given(capsys, monkey
     (["--compute", "0"], "0 is not allowed"),
     (["--compute", "1000", "--epsilon", "0"], "0.0 is not allowed"),
     (["--compute", "1000", "--epsilon", "-2"], "-2.0 is not allowed"),
-    (["--compute", "1000", "--epsilon", "1e-4"], "cannot be reached by any sigma"),
+    (["--compute", "1000", "--epsilon", "1e-4", "--accountant", "rdp"], "cannot be reached by any sigma"),
     (["--compute", "1000", "--sigma", "2"], "--compute needs --epsilon"),
     (["--compute", "1000", "--epsilon", "1", "--batch-size", "10"], "--batch-size is not allowed with --compute"),
     (["--compute", "1000", "--epsilon", "1", "--out", "x"], "--out is not allowed with --compute"),
@@ -91,7 +91,7 @@ def test_optimize_json_recommends_a_candidate_of_the_frontier(capsys, tmp_path, 
     best = result["recommendation"]
     low, high = best["prediction_interval"]
     assert low <= best["predicted_accuracy"] <= high
-    assert best["batch_size"] * best["steps"] <= 512 * 20 and best["eps_rdp"] <= 0.7
+    assert best["batch_size"] * best["steps"] <= 512 * 20 and best["epsilon"] <= 0.7 and best["accountant"] == "pld"
     assert {r["steps"] for r in result["frontier"]} >= {best["steps"], result["runner_up"]["steps"]}
     assert (tmp_path / "o" / "report.md").is_file()
 

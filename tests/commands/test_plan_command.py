@@ -24,10 +24,15 @@ def test_plan_json_has_the_documented_keys(capsys):
 
 
 def test_plan_with_epsilon_calibrates_sigma(capsys):
-    code, out, _ = run_cli(capsys, "plan", *IMAGENET, "--epsilon", "8", "--json")
-    result = json.loads(out)
-    assert code == 0 and result["eps_rdp"] <= 8 and result["eps_rdp"] > 7.92
-    assert result["sigma"] == pytest.approx(2.49, abs=0.02)
+    code, out, _ = run_cli(capsys, "plan", *IMAGENET, "--epsilon", "8", "--json", "--accountant", "rdp")
+    rdp = json.loads(out)
+    assert code == 0 and rdp["eps_rdp"] <= 8 and rdp["eps_rdp"] > 7.92
+    assert rdp["sigma"] == pytest.approx(2.49, abs=0.02)  # the paper's σ (Table 4: RDP)
+    code, out, err = run_cli(capsys, "plan", *IMAGENET, "--epsilon", "8", "--json")  # PLD, the accountant of record
+    pld = json.loads(out)
+    assert code == 0 and pld["accountant"] == "pld" and 8 * 0.99 <= pld["eps_pld"] <= 8
+    assert pld["sigma"] < rdp["sigma"] and pld["eps_rdp"] > 8  # the same guarantee for less noise
+    assert pld["eps_replace_one"] > pld["eps_pld"] and "≥ 1/N" in err  # δ = 8e-7 > 1/N: computed, with a warning
 
 
 def test_overcharged_plan_gets_concrete_advice(capsys):
@@ -41,7 +46,7 @@ def test_overcharged_plan_gets_concrete_advice(capsys):
 def test_delta_above_one_over_n_warns(capsys):
     code, _, err = run_cli(capsys, "plan", "--dataset-size", "1000", "--batch-size", "100", "--steps", "10",
                            "--sigma", "3", "--delta", "0.01")
-    assert code == 0 and "exceeds 1/N" in err
+    assert code == 0 and "is ≥ 1/N" in err and "allow_large_delta" in err
 
 
 @pytest.mark.parametrize("argv, fragment", [
@@ -59,7 +64,9 @@ def test_delta_above_one_over_n_warns(capsys):
     (["--dataset-size", "100", "--batch-size", "10", "--steps", "10"], "one of the arguments --sigma --epsilon"),
     (["--dataset-size", "100", "--batch-size", "10", "--steps", "10", "--sigma", "1", "--epsilon", "1"],
      "not allowed with argument"),
-    (["--dataset-size", "100000", "--batch-size", "10", "--steps", "10", "--epsilon", "0.001"], "cannot be reached"),
+    (["--dataset-size", "100000", "--batch-size", "10", "--steps", "10", "--epsilon", "0.001", "--accountant", "rdp"],
+     "cannot be reached"),
+    (["--dataset-size", "1000000", "--batch-size", "100000", "--steps", "1000", "--epsilon", "1e-9"], "cannot be reached"),
 ])
 def test_plan_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
     code, out, err = run_cli(capsys, "plan", *argv)
@@ -120,13 +127,16 @@ def test_plan_report_writes_tables_and_three_figures(capsys, tmp_path):
 
 
 def test_dataset_sizes_keep_b_sigma_s_and_match_the_paper_table_5(capsys):
-    # TAN Table 5 (CIFAR-10, B = 4096, σ = 3, S = 2500, δ = 1/N): ε = 150.3 at N = 5k.
+    # TAN Table 5 (CIFAR-10, B = 4096, σ = 3, S = 2500, δ = 1/N): ε = 150.3 at N = 5k; tanplan's rows use δ = N^-1.1.
     code, out, _ = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "2500",
                            "--sigma", "3", "--dataset-sizes", "5000,25000,50000", "--json")
     rows = json.loads(out)["dataset_sizes"]
     assert code == 0 and [r["dataset_size"] for r in rows] == [5000, 25000, 50000]
-    assert all(r["sigma"] == 3 and r["batch_size"] == 4096 and r["delta"] == 1 / r["dataset_size"] for r in rows)
-    assert rows[0]["eps_tan"] == pytest.approx(150.3, rel=0.01)
+    assert all(r["sigma"] == 3 and r["batch_size"] == 4096 and r["delta"] == r["dataset_size"] ** -1.1 for r in rows)
+    from tanplan.privacy import tan
+
+    assert tan.eps_tan(rows[0]["eta"], 1 / 5000) == pytest.approx(150.3, rel=0.01)  # the paper's δ = 1/N
+    assert rows[0]["eps_tan"] > 150.3  # at the default δ = N^-1.1, a little more
     assert rows[0]["eps_rdp"] > rows[1]["eps_rdp"] > rows[2]["eps_rdp"]
 
 

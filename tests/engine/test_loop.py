@@ -31,14 +31,17 @@ def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path)
     out = tmp_path / "a"
     first = train_and_evaluate(cfg, out, progress=False, on_eval=lambda s, m: seen.append((s, m)))
     assert set(first) == set(FIELDS)  # one schema
-    assert first["steps"] == 6 and first["batch_size"] == 32 and first["delta"] == pytest.approx(1 / 240)
-    assert first["epsilon_rdp"] <= 4.0 * (1 + 1e-9) and first["epsilon_pld"] <= first["epsilon_rdp"]
+    assert first["steps"] == 6 and first["batch_size"] == 32 and first["delta"] == pytest.approx(240 ** -1.1)
+    assert first["accountant"] == "pld" and first["neighbouring"] == "add_remove"
+    assert first["epsilon_pld"] <= 4.0 * (1 + 1e-9) and first["epsilon_pld"] <= first["epsilon_rdp"]
+    assert first["epsilon_replace_one"] > first["epsilon_pld"]  # replacing one moves the sum by up to 2C
     assert first["noise_secret"] is True and first["test_accuracy"] > 0.8  # separable: 6 noisy steps learn it
     assert [s for s, _ in seen] == [3, 6] and seen[0][1]["epsilon_spent"] < seen[1][1]["epsilon_spent"]
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [3, 6]
     assert json.loads((out / "summary.json").read_text())["params_checksum"] == first["params_checksum"]
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["steps"] == 6 and ledger["epsilon_rdp"] == pytest.approx(first["epsilon_rdp"], rel=1e-12)
+    assert ledger["epsilon_replace_one"] == first["epsilon_replace_one"] and ledger["neighbouring"] == "add_remove"
     assert load_config(out / "config.toml") == cfg  # the run's config, reloadable
     assert checkpoint_steps(out) == [3, 6]
     # The checkpoint folder is private, and holds the secret; nothing outside it does.
@@ -95,10 +98,11 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tiny_npz, tmp_path):
     assert err.value.exit_code == 128 + signal.SIGTERM and checkpoint_steps(out) == [2]
     with pytest.raises(UsageError, match="pass --resume"):
         train_and_evaluate(cfg, out, progress=False)
-    # The reference runs uninterrupted with the same secret (copied): its result is the one to reach.
+    # The reference runs uninterrupted with the same secret (copied; the same run, so its resume takes it):
+    # its result is the one to reach.
     (ref / "checkpoint").mkdir(parents=True)
     shutil.copy(out / "checkpoint" / "run_secret.json", ref / "checkpoint" / "run_secret.json")
-    reference = train_and_evaluate(cfg, ref, progress=False)
+    reference = train_and_evaluate(cfg, ref, progress=False, resume=True)
     resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
     assert resumed["params_checksum"] == reference["params_checksum"]
     assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 6 and resumed["steps_this_run"] == 4
@@ -134,7 +138,7 @@ def test_a_refused_resume_changes_no_file(tiny_npz, tmp_path):
     with pytest.raises(RunInterrupted):
         train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(4))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    with pytest.raises(UsageError, match="config differs"):
+    with pytest.raises(UsageError, match="started with another train.learning_rate"):
         train_and_evaluate(cfg.with_overrides({"train.learning_rate": 0.5}), out, progress=False, resume=True)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 

@@ -72,10 +72,41 @@ def test_pld_calibration_never_over():
 
 def test_calibrate_steps_and_batch_size_are_the_largest_within_budget():
     n, sigma, delta, eps = 5_000, 1.2, 1e-5, 4.0
-    steps = accounting.calibrate_steps(256 / n, sigma, eps, delta)
-    assert accounting.epsilon(256 / n, sigma, steps, delta) <= eps < accounting.epsilon(256 / n, sigma, steps + 1, delta)
-    b = accounting.calibrate_batch_size(n, sigma, 500, eps, delta)
-    assert accounting.epsilon(b / n, sigma, 500, delta) <= eps < accounting.epsilon((b + 1) / n, sigma, 500, delta)
+    eps_of = lambda q, s: accounting.epsilon(q, sigma, s, delta, "rdp")  # noqa: E731
+    steps = accounting.calibrate_steps(256 / n, sigma, eps, delta, "rdp")
+    assert eps_of(256 / n, steps) <= eps < eps_of(256 / n, steps + 1)
+    b = accounting.calibrate_batch_size(n, sigma, 500, eps, delta, "rdp")
+    assert eps_of(b / n, 500) <= eps < eps_of((b + 1) / n, 500)
+
+
+def test_composition_groups_equal_steps_without_changing_epsilon():
+    """Runs of one (q, σ) are composed as one event of their summed steps: the same ε, fewer PLD builds."""
+    runs = [accounting.dp_sgd_event(0.02, 1.5, 40), accounting.dp_sgd_event(0.01, 3.0, 10),
+            accounting.dp_sgd_event(0.02, 1.5, 25)]
+    for acc in ("rdp", "pld"):
+        one_by_one = accounting.make_accountant(acc, sigma_min=1.5, steps=75)
+        for event in runs:
+            one_by_one.compose(event)
+        assert accounting.epsilon_of_events(runs, 1e-5, acc) == pytest.approx(one_by_one.get_epsilon(1e-5), rel=1e-6)
+
+
+def test_replace_one_is_pld_only_and_above_add_remove():
+    q, sigma, steps, delta = 0.05, 2.0, 100, 1e-5
+    replace = accounting.epsilon(q, sigma, steps, delta, "pld", "replace_one")
+    assert replace > accounting.epsilon(q, sigma, steps, delta, "pld")
+    with pytest.raises(UsageError, match="replace-one"):
+        accounting.epsilon(q, sigma, steps, delta, "rdp", "replace_one")
+    sigma_r1 = accounting.calibrate_sigma(q, steps, 2.0, delta, "pld", "replace_one")
+    assert 2.0 * 0.99 <= accounting.epsilon(q, sigma_r1, steps, delta, "pld", "replace_one") <= 2.0
+
+
+def test_the_accountant_is_used_through_its_public_api_only():
+    import inspect
+
+    source = inspect.getsource(accounting)
+    assert "sys.modules" not in source and "._rdp" not in source and "._orders" not in source
+    orders, curve = accounting.per_step_rdp(0.01, 1.0)
+    assert len(orders) == len(curve) == len(accounting.rdp_orders())
 
 
 def test_unreachable_epsilon_is_a_usage_error():

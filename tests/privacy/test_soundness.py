@@ -39,8 +39,9 @@ def test_plans_outside_the_trusted_domain_are_refused(kwargs, message):
 def test_the_domain_edges_are_accounted():
     q, delta = 256 / 50_000, 2e-5
     for sigma in (SIGMA_MIN, SIGMA_MAX):
-        assert math.isfinite(accounting.epsilon(q, sigma, 100, delta))
-    assert math.isfinite(accounting.epsilon(q, 2.0, MAX_STEPS, delta))
+        assert math.isfinite(accounting.epsilon(q, sigma, 100, delta, "rdp"))
+    assert math.isfinite(accounting.epsilon(q, SIGMA_MAX, 100, delta, "pld"))
+    assert math.isfinite(accounting.epsilon(q, 2.0, MAX_STEPS, delta, "rdp"))
 
 
 def test_pld_below_its_smallest_sigma_is_refused_and_so_is_a_full_scale_run_there():

@@ -57,9 +57,11 @@ def test_every_candidate_is_within_the_budgets(study):
     cfg, _, result, _ = study
     for r in result["frontier"]:
         assert r["batch_size"] * r["steps"] <= result["compute"] == 512 * 20
-        assert r["eps_rdp"] <= cfg.privacy.epsilon
+        assert r["epsilon"] <= cfg.privacy.epsilon and r["accountant"] == "pld"
+        assert r["epsilon"] == pytest.approx(accounting.epsilon(r["batch_size"] / 1600, r["sigma"], r["steps"],
+                                                                1600 ** -1.1, "pld"))
         assert r["eps_rdp"] == pytest.approx(accounting.epsilon(r["batch_size"] / 1600, r["sigma"], r["steps"],
-                                                                 1 / 1600))
+                                                                 1600 ** -1.1, "rdp"))
 
 
 def test_the_peak_of_the_law_is_recommended_with_an_interval_that_covers_it(study):
@@ -86,7 +88,7 @@ def test_the_recommendation_is_launched_and_compared_with_its_interval(study):
     launch = result["launch"]
     assert launch["inside_interval"] == (launch["prediction_interval"][0] <= launch["actual_accuracy"]
                                          <= launch["prediction_interval"][1])
-    assert launch["epsilon_rdp"] <= cfg.privacy.epsilon
+    assert launch["epsilon_pld"] <= cfg.privacy.epsilon < launch["epsilon_rdp"]
     assert (out / "launch" / "launch.json").is_file()
 
 

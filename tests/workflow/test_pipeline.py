@@ -63,10 +63,11 @@ def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine)
     low, high = summary["prediction_interval"]
     assert summary["actual_inside_interval"] == (low <= summary["actual_accuracy"] <= high)
     assert summary["abs_error"] == pytest.approx(abs(summary["actual_accuracy"] - summary["predicted_accuracy"]))
-    assert summary["epsilon_rdp"] <= cfg.privacy.epsilon
+    assert summary["epsilon"] == summary["epsilon_pld"] <= cfg.privacy.epsilon and summary["accountant"] == "pld"
+    assert summary["epsilon_replace_one"] > summary["epsilon_pld"]
     trained = [c.train.learning_rate for c in fake_engine.calls]
     assert set(trained) == {2.5}  # the sweep's best configuration is what the fit and the launch train
-    assert summary["baselines"] and all(r["target_epsilon"] == pytest.approx(summary["epsilon_rdp"])
+    assert summary["baselines"] and all(r["target_epsilon"] == pytest.approx(summary["epsilon"])
                                         for r in summary["baselines"])
     report = (tmp_path / "run" / "report.md").read_text()
     assert "Cheaper private methods at the same ε" in report and "scaling_law.png" in report

@@ -4,7 +4,7 @@ import pytest
 
 from tanplan.fileio import write_json_atomic
 from tanplan.privacy import accounting
-from tanplan.privacy.ledger import Ledger
+from tanplan.privacy.ledger import Ledger, read_ledger
 from tanplan.workflow.privacy_spent import report, spent
 
 
@@ -27,11 +27,33 @@ def test_the_runs_of_a_stage_compose_into_one_epsilon(tmp_path):
     assert info["epsilon_pld"] < info["epsilon_rdp"]
 
 
-def test_no_run_spends_nothing_and_mixed_deltas_are_refused(tmp_path):
+def test_no_run_spends_nothing_and_mixed_deltas_compose_at_the_smallest(tmp_path):
+    from tanplan.workflow.privacy_spent import ledgers_under
+
     assert spent([])["epsilon_rdp"] == 0.0
     _run(tmp_path / "a", 0.01, 1.0, 10, delta=1e-5)
     _run(tmp_path / "b", 0.01, 1.0, 10, delta=1e-6)
-    from tanplan.workflow.privacy_spent import ledgers_under
+    info = spent(ledgers_under(tmp_path))
+    assert info["delta"] == 1e-6 and "composed at the smallest" in info["note"]
+    events = [accounting.dp_sgd_event(0.01, 1.0, 10)] * 2
+    assert info["epsilon_pld"] == pytest.approx(accounting.epsilon_of_events(events, 1e-6, "pld"), rel=1e-12)
 
-    with pytest.raises(ValueError, match="different δ"):
-        spent(ledgers_under(tmp_path))
+
+def test_a_composition_pld_cannot_run_falls_back_to_rdp_with_a_note(tmp_path):
+    """The issue's sweep: two proxies at σ' = 0.065 (below PLD's domain) trained; their report must not fail."""
+    for i in range(2):
+        _run(tmp_path / "runs" / f"r{i}", 32 / 16_000, 0.065, 40, delta=16_000 ** -1.1)
+    info = report(tmp_path / "runs", tmp_path, "sweep trials")
+    assert info["epsilon_pld"] is None and info["epsilon_replace_one"] is None and "sigma ≥ 0.1" in info["note"]
+    assert info["accountant"] == "rdp" and info["epsilon"] == info["epsilon_rdp"] > 0
+    independent = accounting.make_accountant("rdp")
+    independent.compose(accounting.dp_sgd_event(32 / 16_000, 0.065, 40), 2)
+    assert info["epsilon_rdp"] == pytest.approx(independent.get_epsilon(16_000 ** -1.1), rel=1e-12)
+
+
+def test_replace_one_is_composed_beside_add_remove(tmp_path):
+    _run(tmp_path / "a", 0.05, 2.0, 100)
+    info = spent([read_ledger(tmp_path / "a" / "ledger.json")], replace_one=True)
+    assert info["epsilon_replace_one"] == pytest.approx(
+        accounting.epsilon(0.05, 2.0, 100, 1e-4, "pld", "replace_one"), rel=1e-12)
+    assert info["epsilon_replace_one"] > info["epsilon_pld"]

@@ -60,7 +60,7 @@ def test_prepare_calibrated_sigma_is_the_plans():
 
     target = plan_from_config(cfg, _Data.num_train)
     assert spec.base["privacy"]["sigma"] == target.sigma
-    assert spec.target["eps_rdp"] <= 50.0
+    assert target.epsilon() <= 50.0 and target.accountant == "pld"  # calibrated by the accountant of record
 
 
 def test_prepare_rejects_a_proxy_larger_than_the_target():

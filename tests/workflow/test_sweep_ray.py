@@ -143,7 +143,7 @@ def test_two_trial_sweep_on_tiny_mnist1d(tmp_path, local_ray, tiny_toml, capsys)
     from tanplan.privacy import accounting
 
     trial_eps = [json.loads(p.read_text())["epsilon_rdp"] for p in (out / "trials").glob("*/ledger.json")]
-    composed = accounting.epsilon_of_events([accounting.dp_sgd_event(64 / 3200, 1.0, 4)] * 2, 1 / 3200, "rdp")
+    composed = accounting.epsilon_of_events([accounting.dp_sgd_event(64 / 3200, 1.0, 4)] * 2, 3200 ** -1.1, "rdp")
     assert summary["privacy_spent"]["epsilon_rdp"] == pytest.approx(composed, rel=1e-9)
     assert composed > max(trial_eps) and len(trial_eps) == 2
     print(f"2-trial tiny mnist1d sweep: {time.perf_counter() - start:.0f} s (Ray already running)", file=sys.stderr)

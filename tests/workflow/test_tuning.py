@@ -1,4 +1,7 @@
-"""Where proxies learn: public data keeps the target's η_step at its own size; private data is the config's."""
+"""Where proxies learn: public data keeps the target's η_step at its own size; private data is the config's;
+a "public" set that is the private file, shares its examples, or belongs to another task is refused."""
+
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -9,14 +12,31 @@ from tanplan.privacy.mechanism import resolve_plan
 from tanplan.privacy.plan import Plan
 from tanplan.workflow import tuning
 
-TARGET = Plan(dataset_size=16_000, batch_size=4096, steps=300, sigma=22.0, delta=1 / 16_000)
+TARGET = Plan(dataset_size=16_000, batch_size=4096, steps=300, sigma=22.0, delta=16_000 ** -1.1)
+
+
+@dataclass
+class _Data:
+    """Stands in for a Dataset: what the tuning checks read."""
+
+    num_train: int = 16_000
+    input_shape: tuple = (40, 1)
+    num_classes: int = 10
+    x_train: np.ndarray = None
+    x_test: np.ndarray = None
+
+    def __post_init__(self):
+        rng = np.random.default_rng(self.num_train)
+        self.x_train = rng.normal(size=(20, *self.input_shape)) if self.x_train is None else self.x_train
+        self.x_test = rng.normal(size=(5, *self.input_shape)) if self.x_test is None else self.x_test
 
 
 def test_public_mnist1d_is_an_independent_draw_of_the_same_size():
     cfg = load_config(None, ["data.seed=3"])
-    t = tuning.resolve(cfg, TARGET, load_size=lambda c: 16_000)
+    t = tuning.resolve(cfg, TARGET, load=lambda c: _Data())
     assert t.data == "public" and t.proxy_cfg.data.seed == 4 and not t.sizes_differ
     assert t.proxy_cfg.privacy.sigma == pytest.approx(22.0) and t.proxy_cfg.privacy.delta == TARGET.delta
+    assert t.proxy_cfg.privacy.allow_large_delta  # δ was checked on the private N: proxies guarantee nothing
 
 
 @pytest.mark.parametrize("n_pub", [8_000, 16_000, 40_000])
@@ -24,7 +44,7 @@ def test_a_public_set_of_another_size_keeps_the_targets_eta_step(tmp_path, n_pub
     path = tmp_path / "public.npz"
     np.savez(path, x_train=np.zeros((2, 4)), y_train=[0, 1], x_test=np.zeros((2, 4)), y_test=[0, 1])
     cfg = load_config(None, [f'tuning.path="{path}"', "train.batch_size=4096", "train.steps=300"])
-    t = tuning.resolve(cfg, TARGET, load_size=lambda c: n_pub)
+    t = tuning.resolve(cfg, TARGET, load=lambda c: _Data(num_train=n_pub))
     assert t.proxy_cfg.data.dataset == "npz" and t.sizes_differ == (n_pub != 16_000)
     for b in (64, 128):  # each proxy, as the engine resolves it on N_pub examples
         proxy = resolve_plan(t.proxy_cfg.with_overrides({"train.proxy_batch_size": b}), n_pub).plan
@@ -34,12 +54,13 @@ def test_a_public_set_of_another_size_keeps_the_targets_eta_step(tmp_path, n_pub
 
 def test_private_tuning_keeps_the_config():
     cfg = load_config(None, ["tuning.data=private"])
-    t = tuning.resolve(cfg, TARGET, load_size=lambda c: pytest.fail("private tuning loads nothing more"))
+    t = tuning.resolve(cfg, TARGET, load=lambda c: pytest.fail("private tuning loads nothing more"))
     assert t.proxy_cfg is cfg and t.to_dict()["tuning_data"] == "private"
 
 
 @pytest.mark.parametrize("overrides, words", [
     (['tuning.path="/nope.npz"'], "tuning.path"),
+    (['tuning.path="/tmp"'], "no such file"),
     (["data.dataset=cifar10"], "needs tuning.path"),
 ])
 def test_unusable_tuning_data_is_refused_before_any_load(overrides, words):
@@ -47,6 +68,41 @@ def test_unusable_tuning_data_is_refused_before_any_load(overrides, words):
         tuning.check(load_config(None, overrides))
 
 
+def test_the_private_file_itself_is_no_public_set(tmp_path):
+    path = tmp_path / "data.npz"
+    np.savez(path, x_train=np.zeros((2, 4)), y_train=[0, 1], x_test=np.zeros((2, 4)), y_test=[0, 1])
+    cfg = load_config(None, ["data.dataset=npz", f'data.path="{path}"', f'tuning.path="{tmp_path}/../{tmp_path.name}/data.npz"'])
+    with pytest.raises(UsageError, match="is the private data file"):
+        tuning.check(cfg)
+
+
+@pytest.mark.parametrize("public, words", [
+    (_Data(input_shape=(8, 1)), "shape"),
+    (_Data(num_classes=3), "3 classes"),
+])
+def test_a_public_set_of_another_task_is_refused(public, words):
+    with pytest.raises(UsageError, match=words):
+        tuning.resolve(load_config(None), TARGET, private=_Data(), load=lambda c: public)
+
+
+def test_a_public_set_sharing_private_examples_is_refused():
+    private = _Data()
+    for shared in (private.x_train[3:5], private.x_test[:1]):  # rows of the training and of the test set
+        public = _Data(num_train=16_001, x_train=np.concatenate([_Data(num_train=7).x_train, shared]))
+        with pytest.raises(UsageError, match=f"{len(shared)} of its examples are in the private"):
+            tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: public)
+    tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: _Data(num_train=17_000))
+
+
 def test_a_public_set_smaller_than_the_target_batch_is_refused():
     with pytest.raises(UsageError, match="fewer than train.batch_size"):
-        tuning.resolve(load_config(None), TARGET, load_size=lambda c: 1000)
+        tuning.resolve(load_config(None), TARGET, load=lambda c: _Data(num_train=1000))
+
+
+def test_the_public_mnist1d_draw_shares_no_example_with_the_private_one():
+    from tanplan.engine.setup import load_data
+
+    cfg = load_config(None, ["data.num_samples=2000", "train.batch_size=256"])
+    private = load_data(cfg)
+    t = tuning.resolve(cfg, Plan(1600, 256, 10, 2.0, 1600 ** -1.1), private=private)  # checks every row
+    assert t.proxy_cfg.data.seed == cfg.data.seed + 1

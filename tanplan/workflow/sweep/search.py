@@ -18,9 +18,10 @@ With `--address ray://...` (Ray Client), Ray Tune runs its driver, the searcher 
 node: DIR must then be on storage that the head node shares. `--address auto` or HOST:PORT, run on
 a node of the cluster, has no such constraint. Ray (2.5x+) never turns on token authentication for an
 explicit address: attaching to a cluster that uses it needs RAY_AUTH_MODE=token in the environment.
-Privacy: a trial spends the proxy's budget on the training data, which is the paper's simulation
-setting; the sweep itself releases only the chosen hyper-parameters, which the final run's
-accounting does not cover (as in the paper).
+Privacy: a trial spends the proxy's budget on the data it trains on. `tanplan sweep` (and `tanplan run`)
+hand it the proxies' config of [tuning] (tanplan.workflow.tuning): public data of the same task by
+default, so no trial touches the private set; with private tuning the trials' releases are composed
+(privacy_spent.json, and best.json records them for `launch --best`).
 """
 
 from __future__ import annotations
@@ -58,13 +59,7 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
 
     section = cfg.sweep
     batch = cfg.train.batch_size
-    proxy = proxy_batch_size or section.proxy_batch_size or cfg.train.proxy_batch_size
-    if not proxy:
-        raise UsageError("--proxy-batch-size is required (or set [sweep] proxy_batch_size): the proxy batch B' "
-                         f"that every trial trains, <= train.batch_size = {batch}")
-    if proxy > batch:
-        raise UsageError(f"--proxy-batch-size {proxy} is not allowed: a proxy must not be larger than the target "
-                         f"batch train.batch_size = {batch}")
+    proxy = check_proxy(cfg, proxy_batch_size)
     # The space is checked before any data is read (or generated): bad input fails fast, with one line.
     kind = dataset.data_kind if dataset is not None else dataset_kind(cfg.data.dataset, cfg.data.path or None)
     dims = parse_space(section.space or default_space(kind), cfg, augmentations=_augmentations(kind),
@@ -90,6 +85,20 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
         startup_trials=section.startup_trials,
         seed=cfg.experiment.seed, steps=cfg.train.steps, eval_every=cfg.train.eval_every,
         target=target, proxy=trained)
+
+
+def check_proxy(cfg, proxy_batch_size: int | None) -> int:
+    """The proxy B' of a sweep: --proxy-batch-size, else [sweep] proxy_batch_size, else
+    train.proxy_batch_size; UsageError when none is set or it exceeds train.batch_size (reads no data)."""
+    batch = cfg.train.batch_size
+    proxy = proxy_batch_size or cfg.sweep.proxy_batch_size or cfg.train.proxy_batch_size
+    if not proxy:
+        raise UsageError("--proxy-batch-size is required (or set [sweep] proxy_batch_size): the proxy batch B' "
+                         f"that every trial trains, <= train.batch_size = {batch}")
+    if proxy > batch:
+        raise UsageError(f"--proxy-batch-size {proxy} is not allowed: a proxy must not be larger than the target "
+                         f"batch train.batch_size = {batch}")
+    return proxy
 
 
 def _augmentations(data_kind: str):
