@@ -4,7 +4,7 @@
 
     plan = tanplan.plan(dataset_size=50_000, batch_size=4096, steps=2500, epsilon=8.0)
     summary = tanplan.train("experiments/mnist1d.toml", "runs/x", overrides={"train.steps": 100})
-    result = tanplan.run("experiments/mnist1d.toml", "runs/all")   # plan → ladder → sweep → fit → launch
+    result = tanplan.run("experiments/mnist1d.toml", "runs/all")   # plan → sweep → ladder → launch
 
 A stage takes a Config, a TOML path or None (the defaults), with `overrides` ({"train.steps": 100} or
 ["train.steps=100"]), checks every input before it loads data, writes a file or trains (UsageError: one
@@ -275,8 +275,9 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         seeds: int | None = None, vary: str = "batch", factors: Iterable[float] | None = None,
         proxy_batch_size: int | None = None, law: str | None = None, log: Callable = lambda *a, **k: None
         ) -> FitResult:
-    """vary="batch": train the proxies at batch_sizes (or "auto": the proxy ladder finds the knee), fit
-    accuracy = a + b·ln B and predict the target with its interval; vary="steps": the privacy-parameter
+    """vary="batch": train the proxies at batch_sizes, two seeds or more each (or "auto": the proxy ladder
+    chooses rungs and seeds within its budget), fit the batch law (law: knee, noise, flat, log-linear or
+    auto) and predict one launch at the target with its interval; vary="steps": the privacy-parameter
     search at constant η (S·k², B/k for k in factors); vary="data": the dataset-size study at fixed (B, σ,
     S). Every proxy trains on the [tuning] data; writes the fit's files and privacy_spent.json into out.
     best: a sweep's best.json whose configuration is trained. None takes the [fit] section's value."""
@@ -300,7 +301,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     if vary == "batch" and sizes == "auto":
         ladder.check_ladder(cfg)
     elif vary == "batch":
-        fit_stage.check_batch_sizes(sizes, cfg.train.batch_size)
+        fit_stage.check_batch_sizes(sizes, cfg.train.batch_size, seeds)
     if vary in ("data", "steps"):
         if proxy_batch_size is None and sizes == "auto":
             raise UsageError(f"--vary {vary} needs --proxy-batch-size (or explicit --batch-sizes): the proxy B' "
@@ -314,7 +315,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         result = fit_stage.privacy_parameter_search(proxies, list(factors or section.factors), proxy_b, seeds, out,
                                                     log=log)
     elif sizes == "auto":
-        result = ladder.ladder_fit(proxies, out, law=law or section.law, log=log)
+        result = ladder.ladder_fit(proxies.with_overrides({"fit.law": law or section.law}), out, log=log)
     else:
         result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
                                          log=log)
@@ -339,9 +340,9 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
         address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
         baseline_public: str | None = None, log: Callable = lambda *a, **k: None) -> RunResult:
-    """The whole workflow: plan → proxy ladder → sweep → scaling-law fit → launch, with one report
+    """The whole workflow: plan → sweep → proxy ladder (the batch law) → launch, with one report
     (out/report.md) comparing the prediction with the launch. Not launched (RunResult.launched False,
-    .reason, .what_to_change; the command exits 4) when the ladder finds no knee within its budget or the
+    .reason, .what_to_change; the command exits 4) when the ladder cannot fit the law within its budget or the
     law does not hold, unless launch_anyway. tune_data: "public" | "private" ([tuning] data). Every stage's
     input is checked before any data is read."""
     from tanplan.workflow.pipeline import run_pipeline

@@ -185,22 +185,28 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class FitConfig:
-    """[fit]: the proxies of the batch scaling law (tanplan.workflow.fit, .scaling, and .ladder for "auto")."""
+    """[fit]: the proxies of the batch law (tanplan.workflow.fit, .batch_law, and .ladder for "auto")."""
 
-    batch_sizes: tuple | str = setting("auto", "proxy batch sizes B', or \"auto\": the proxy ladder finds the knee "
-                                       "of accuracy against B' and fits the law past it (tanplan.workflow.ladder)",
-                                       item=int, lo=1, example=(64, 128))
+    batch_sizes: tuple | str = setting("auto", "proxy batch sizes B', or \"auto\": the proxy ladder chooses the runs "
+                                       "(rungs and seeds) within its budget (tanplan.workflow.ladder)",
+                                       item=int, lo=1, example=(64, 128, 256))
     seeds: int = setting(3, "seeds per proxy batch size of an explicit batch_sizes list (and of --vary steps, data)",
                          lo=1)
-    max_proxy_fraction: float = setting(1 / 16, "auto: the ladder's budget, Σ B'·S over its runs ÷ the target's B·S",
-                                        lo=0, hi=1, lo_open=True)
+    max_proxy_fraction: float = setting(0.25, "auto: the ladder's budget, Σ B'·S over its runs ÷ the target's B·S "
+                                        "(at least min_proxy_budget·S)", lo=0, hi=1, lo_open=True)
+    min_proxy_budget: int = setting(1024, "auto: the ladder may always spend Σ B'·S up to this many × S, whatever "
+                                    "the target (small targets need proxies as costly as themselves)", lo=1)
     ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
-    ladder_seeds: int = setting(2, "auto: seeds per ladder rung, and per rung past the knee in the fit", lo=2)
+    ladder_seeds: int = setting(4, "auto: seeds of each new rung (their scatter is the launch's own spread)", lo=2)
+    law_share: float = setting(0.3, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "
+                               "B and its misspecification) is within this fraction of one launch's spread",
+                               lo=0, lo_open=True)
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
-    level: float = setting(0.95, "level of the prediction and slope intervals", lo=0.5, hi=1, hi_open=True)
-    law: str = setting("auto", "auto | log-linear | flat: auto drops the slope when its interval contains 0 "
-                       "(tanplan.workflow.scaling)", choices=("auto", "log-linear", "flat"))
+    level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)
+    law: str = setting("knee", "knee | noise | flat | log-linear | auto: the form of the batch law; auto chooses "
+                       "between knee and noise by held-out error (tanplan.workflow.batch_law)",
+                       choices=("knee", "noise", "flat", "log-linear", "auto"))
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, 
 
     monkeypatch.setattr(search, "run_sweep", _sweep_in_process)
     toml = tmp_path / "run.toml"
-    toml.write_text(plugin_toml(on_path / "data", extra=RUN_EXTRA.replace("seeds = 2", "seeds = 1")))
+    toml.write_text(plugin_toml(on_path / "data", extra=RUN_EXTRA))
     result = tanplan.run(toml, tmp_path / "run", launch_anyway=True)
     assert isinstance(result, tanplan.RunResult) and result.launched and result.actual_accuracy > 0.8
     assert result.to_dict() == json.loads((tmp_path / "run" / "summary.json").read_text())

@@ -1,5 +1,5 @@
 """`tanplan demo [--out DIR]` (what `make demo` runs): the planner's report on the paper's ImageNet
-setting, then the whole pipeline (`tanplan run --baselines`: plan → ladder → sweep → fit → launch, the
+setting, then the whole pipeline (`tanplan run --baselines`: plan → sweep → ladder → launch, the
 proxies on an independent public draw) on the embedded mnist1d default.
 
 The demo's config ships inside the package (tanplan/configs/mnist1d.toml, which in a checkout is a link
@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-HELP = "the demo: the paper's ImageNet plan, then plan → ladder → sweep → fit → launch → baselines on mnist1d"
+HELP = "the demo: the paper's ImageNet plan, then plan → sweep → ladder → launch → baselines on mnist1d"
 
 IMAGENET_PLAN = ["--dataset-size", "1281167", "--batch-size", "16384", "--steps", "72000", "--sigma", "2.5",
                  "--delta", "8e-7", "--accountant", "both"]
@@ -32,7 +32,7 @@ def run(args) -> int:
     code = _invoke(plan, [*IMAGENET_PLAN, "--out", f"{args.out}/imagenet/plan"])
     if code:
         return code
-    print("\n== mnist1d: plan → ladder → sweep → fit → launch (proxies on public data), then the cheaper private "
+    print("\n== mnist1d: plan → sweep → ladder → launch (proxies on public data), then the cheaper private "
           "methods at the same ε")
     return _invoke(run_command, ["--config", str(CONFIG), "--out", f"{args.out}/mnist1d", "--baselines"])
 

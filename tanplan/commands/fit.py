@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tanplan.commands._args import float_list, int_list, positive_int, print_json, print_table
 
-HELP = "fit accuracy = a + b·ln B over proxy batch sizes and predict the target (or search S at constant η)"
+HELP = "fit the batch law over proxy batch sizes and predict one launch at the target (or search S at constant η)"
 
 
 def sizes_or_auto(text: str):
@@ -16,8 +16,8 @@ def configure(parser) -> None:
     parser.add_argument("--config", required=True, help="experiment TOML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--best", help="best.json of a sweep: its configuration is the one trained")
-    parser.add_argument("--batch-sizes", type=sizes_or_auto, help="proxy batch sizes, e.g. 64,128, or auto: the "
-                        "proxy ladder finds the knee and the law is fitted past it (default [fit] batch_sizes)")
+    parser.add_argument("--batch-sizes", type=sizes_or_auto, help="proxy batch sizes, e.g. 64,128,256, or auto: the "
+                        "proxy ladder chooses rungs and seeds within its budget (default [fit] batch_sizes)")
     parser.add_argument("--seeds", type=positive_int, help="seeds per batch size (default [fit] seeds)")
     parser.add_argument("--vary", choices=("batch", "steps", "data"), default="batch",
                         help="batch: the scaling law; steps: the privacy-parameter search at constant η and σ; "
@@ -26,8 +26,9 @@ def configure(parser) -> None:
                         "at most the training set size)")
     parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
                         "(default: the smallest of explicit --batch-sizes)")
-    parser.add_argument("--law", choices=("auto", "log-linear", "flat"), help="prediction: the fitted line, the "
-                        "mean (b = 0), or auto (the line unless the slope's interval contains 0; default [fit] law)")
+    parser.add_argument("--law", choices=("knee", "noise", "flat", "log-linear", "auto"), help="the form of the batch "
+                        "law: a rise to a knee then a plateau, a + c/B', a, a + b·ln B', or auto (knee or noise by "
+                        "held-out error; default [fit] law)")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 
@@ -52,7 +53,7 @@ def run(args) -> int:
         print(f"best k = {best['k']:g}: full-scale B = {best['batch_size']}, S = {best['steps']}, "
               f"σ = {best['sigma']:.4g}, exact ε (RDP) = {best['eps_rdp']:.4g}, proxy accuracy "
               f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
-    elif result.get("ladder") is not None and not result["ladder"]["found"]:
+    elif result.get("ladder") is not None and "law" not in result:
         print(f"{result['ladder']['reason']}: no law fitted, no prediction; {result['ladder']['what_to_change']}")
         print(f"report: {args.out}/ladder/ladder.md")
     else:

@@ -1,20 +1,20 @@
-"""`tanplan run`: plan → ladder → sweep → fit → launch, with one report comparing prediction and result."""
+"""`tanplan run`: plan → sweep → ladder (the batch law) → launch, with one report comparing prediction and result."""
 
 from __future__ import annotations
 
 from tanplan.commands._args import positive_int, print_json
 
-HELP = ("chain plan, proxy ladder, sweep, scaling-law fit and the full-scale launch (not launched, exit 4, when "
-        "the proxies cannot predict it); write report.md and summary.json")
+HELP = ("chain plan, sweep, proxy ladder (the batch law and its interval for one launch) and the full-scale launch "
+        "(not launched, exit 4, when the proxies cannot predict it); write report.md and summary.json")
 
 
 def configure(parser) -> None:
     parser.add_argument("--config", required=True, help="experiment TOML")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--trials", type=positive_int, help="sweep trials (default [sweep] trials)")
-    parser.add_argument("--proxy-batch-size", type=positive_int, help="sweep at this B' (default: the knee the "
-                        "ladder finds, or the smallest of an explicit [fit] batch_sizes)")
-    parser.add_argument("--launch-anyway", action="store_true", help="launch even when the ladder finds no knee "
+    parser.add_argument("--proxy-batch-size", type=positive_int, help="sweep at this B' (default [sweep] "
+                        "proxy_batch_size, else the ladder's third rung, or the smallest of an explicit [fit] batch_sizes)")
+    parser.add_argument("--launch-anyway", action="store_true", help="launch even when the ladder cannot fit the law "
                         "within its budget or the law does not hold (otherwise: no launch, exit 4)")
     parser.add_argument("--tune-data", choices=("public", "private"), help="where the proxies learn: public data of "
                         "the same task (default [tuning] data), or the private set, every release then composed "

@@ -129,6 +129,23 @@ def row_digests(x: np.ndarray) -> set[bytes]:
     return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
 
 
+def same_test_set(a, b, rows: int = 65_536) -> bool:
+    """Whether two datasets (in-memory Datasets or Sources) hold the same test rows, inputs and labels, in
+    the same order; sources are compared in slices of `rows` (the test set is public: reading it is free)."""
+    from tanplan.data.source import read_rows
+
+    if a.num_test != b.num_test or tuple(a.input_shape) != tuple(b.input_shape):
+        return False
+    if getattr(a, "in_memory", True) and getattr(b, "in_memory", True):
+        return bool(np.array_equal(a.y_test, b.y_test) and np.array_equal(a.x_test, b.x_test))
+    for start in range(0, a.num_test, rows):
+        index = np.arange(start, min(start + rows, a.num_test))
+        (xa, ya), (xb, yb) = read_rows(a.test, index), read_rows(b.test, index)
+        if not (np.array_equal(ya, yb) and np.array_equal(xa, xb)):
+            return False
+    return True
+
+
 def source_digests(source, rows: int = 65_536) -> set[bytes]:
     """row_digests of every row of a random-access source (tanplan.data.source), read in consecutive
     slices of `rows` (bounded memory: a source larger than memory is scanned, never held)."""

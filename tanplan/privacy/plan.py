@@ -139,7 +139,7 @@ def check_delta_below_one_over_n(delta: float, dataset_size: int, allowed: bool,
     if not allowed and delta >= 1.0 / dataset_size:
         raise UsageError(f"{where} = {delta:g} is not allowed: it is ≥ 1/N = {1.0 / dataset_size:.3g} (N = "
                          f"{dataset_size}), where releasing one random example outright meets the guarantee; use a "
-                         f"smaller delta (0 = N^-{DELTA_EXPONENT:g} = {default_delta(dataset_size):.3g}), or set "
+                         f"smaller delta (0 gives the default N^-{DELTA_EXPONENT:g} = {default_delta(dataset_size):.3g}), or set "
                          "privacy.allow_large_delta = true to accept it")
 
 

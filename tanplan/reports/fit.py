@@ -1,81 +1,124 @@
-"""The batch scaling law's figure and markdown, from the result dict that tanplan.workflow.fit computed."""
+"""The batch law's figure and markdown, from the result dict that tanplan.workflow.fit computed (fit.json)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
 from tanplan.fileio import write_text_atomic
 from tanplan.reports.figures import figure
 
+FORM_TEXT = {"knee": "a − b·max(0, ln(k/B'))", "noise": "a + c/B'", "flat": "a", "log-linear": "a + b·ln B'"}
+
+
+def law_value(result: dict, b):
+    """The fitted law at batch size(s) b (numpy array or float)."""
+    import numpy as np
+
+    law = result["law"]
+    coef, b = law["coef"], np.asarray(b, dtype=float)
+    if law["form"] == "noise":
+        return coef[0] + coef[1] / b
+    if law["form"] == "log-linear":
+        return coef[0] + coef[1] * np.log(b)
+    if law["form"] == "knee":
+        return coef[0] - coef[1] * np.maximum(0.0, np.log(law["knee"] / b))
+    return coef[0] + 0.0 * b
+
 
 def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Path:
-    """Points with their spread, the fitted line, the extrapolated target and its interval (paper Fig. 1)."""
-    points = result["points"]
-    sizes = sorted({p["batch_size"] for p in points})
-    means = [statistics.fmean(p["test_accuracy"] for p in points if p["batch_size"] == b) for b in sizes]
-    spread = [statistics.pstdev([p["test_accuracy"] for p in points if p["batch_size"] == b]) for b in sizes]
-    target = result["target_batch_size"]
-    with figure(path, figsize=(6, 4)) as (fig, ax):
-        _draw_scaling(ax, result, sizes, means, spread, target, actual)
+    """Every proxy run, the rung means, the law over its window and on to the target, the interval for one
+    launch (and, once launched, the launch)."""
+    with figure(path, figsize=(6.5, 4)) as (fig, ax):
+        draw_law(ax, result, actual)
     return path
 
 
-def _draw_scaling(ax, result, sizes, means, spread, target, actual) -> None:
+def draw_law(ax, result: dict, actual: float | None = None, launches=()) -> None:
     import numpy as np
 
-    ax.errorbar(sizes, means, yerr=[2 * s for s in spread], fmt="x", color="C0", capsize=3,
-                label="proxy runs (mean ± 2 std)")
-    xs = np.geomspace(min(sizes), target, 50)
-    ax.plot(xs, result["a"] + result["b"] * np.log(xs), "--", color="C0", label=f"fit a + b·ln B (R²={result['r2']:.2f})")
-    if result.get("model") == "flat":
-        ax.plot(xs, np.full_like(xs, result["predicted_accuracy"]), ":", color="C2",
-                label="flat (b = 0: the slope's interval contains 0), used")
-    if result["predicted_accuracy"] is not None:
+    points = result["points"]
+    sizes = sorted({p["batch_size"] for p in points})
+    window = set(result["law"]["window"])
+    for b in sizes:
+        accs = [p["test_accuracy"] for p in points if p["batch_size"] == b]
+        ax.plot([b] * len(accs), accs, ".", color="0.6" if b not in window else "C0", ms=4, alpha=0.7)
+        ax.errorbar([b], [statistics.fmean(accs)], yerr=[statistics.stdev(accs) if len(accs) > 1 else 0], fmt="o",
+                    color="0.5" if b not in window else "C0", capsize=3, ms=5)
+    target = result["target_batch_size"]
+    xs = np.geomspace(min(window), target, 60)
+    form = result["law"]["form"]
+    ax.plot(xs, law_value(result, xs), "--", color="C0",
+            label=f"law ({form}: {FORM_TEXT[form]}) on B' = {', '.join(map(str, sorted(window)))}")
+    if result.get("predicted_accuracy") is not None:
+        mean = result["predicted_accuracy"]
         low, high = result["prediction_interval"]
-        ax.errorbar([target], [result["predicted_accuracy"]],
-                    yerr=[[result["predicted_accuracy"] - low], [high - result["predicted_accuracy"]]],
-                    fmt="o", color="C1", capsize=4, label=f"prediction at B={target} ({result['level']:.0%} PI)")
-    else:
-        ax.axhspan(1.0, max(1.05, result["line_at_target"]), color="C3", alpha=0.1,
-                   label="accuracy > 1: the line leaves [0, 1], no prediction")
+        ax.errorbar([target], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color="C1", capsize=4,
+                    label=f"prediction for one launch ({result['level']:.0%} interval)")
+    if launches:
+        ax.plot([target] * len(launches), launches, "_", color="C3", ms=10, mew=1.5, label="launches (pool)")
     if actual is not None:
-        ax.plot([target], [actual], "*", ms=14, color="C3", label="actual full-scale run")
-    ax.set(xscale="log", xlabel="batch size B (constant η_step and S)", ylabel="test accuracy",
-           title="Batch scaling law")
-    ax.legend(fontsize=8)
+        ax.plot([target], [actual], "*", ms=14, color="C3", label="the launch")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="batch size B' (constant η_step and S)", ylabel="test accuracy", title="Batch law")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def parts_table(result: dict) -> str:
+    """The interval's three parts (standard deviations, in accuracy) and the total half-width."""
+    std = result["std_parts"]
+    table = ("| part of the interval | std |\n|---|---|\n"
+             f"| the law's mean at B (seed noise of the rungs) | {std['mean']:.4f} |\n"
+             f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std['launch']:.4f} |\n"
+             f"| misspecification (forward held-out error beyond seed noise) | {std['misspecification']:.4f} |\n"
+             f"| **total**: half-width = t × √(sum of squares), t = {result['quantile']:.3f} | "
+             f"**± {result['half_width']:.4f}** |")
+    if result.get("test_sets_std"):
+        table += (f"\n\nNot in the interval: the proxies are evaluated on another test set than the launch's; two test "
+                  f"sets of these sizes differ by about ± {result['test_sets_std']:.4f} (1 std, binomial), a fixed "
+                  "offset the proxies cannot show.")
+    return table
+
+
+def launch_spread_text(result: dict) -> str:
+    """How wide one launch's own spread is, and why (the part no number of proxies removes)."""
+    s = result["std_parts"]["launch"]
+    return (f"One launch's own spread is about ± {result['quantile'] * s:.3f} ({result['level']:.0%}; std "
+            f"{s:.4f}): the noise of a DP-SGD run is secret and new in every run, and at constant η_step each "
+            f"step of a proxy carries the same DP noise as the target's, so a launch scatters as the proxies' "
+            f"seeds do. No prediction of one launch can be narrower than that.")
 
 
 def fit_markdown(result: dict) -> str:
-    """The fitted law and its prediction; a prediction outside [0, 1] is shown as no prediction."""
-    line = (f"accuracy = {result['a']:.4f} + ({result['b']:.4f})·ln B over {result['n']} runs at B' = "
-            f"{', '.join(map(str, _sizes(result)))} (R² = {result['r2']:.3f})")
-    target = result["target_batch_size"]
+    """The law, its prediction for one launch with the interval's parts; or why there is none."""
+    if not isinstance(result.get("law"), dict):
+        return f"**No law**: {result['verdict']}; {result['what_to_change']}."
+    law, target = result["law"], result["target_batch_size"]
+    coef = ", ".join(f"{c:.4g}" for c in law["coef"])
+    knee = f", k = {law['knee']}" if law.get("knee") is not None else ""
+    errors = result["held_out"]["errors"]
+    held = (f"; its forward held-out errors (each rung from the rungs below it) "
+            f"{', '.join(f'{e:+.4f}' for e in errors)}" if errors else "")
+    others = [c for c in result.get("candidates", []) if c["form"] != law["form"]]
+    compared = "".join(f"; the {c['form']} law's held-out excess {math.sqrt(c['held_out_excess']):.4f}" for c in others)
+    line = (f"Law: accuracy = {FORM_TEXT[law['form']]} ({law['form']}; coefficients {coef}{knee}), fitted on "
+            f"{len(result['points'])} runs at B' = {', '.join(map(str, law['window']))}{held}{compared}.")
     if result["predicted_accuracy"] is None:
-        return (f"{line}. **No prediction**: the fitted line leaves [0, 1] before B = {target} (it reaches "
-                f"{result['line_at_target']:.3f} there, which is not an accuracy). {_capital(result['verdict'])}; "
-                f"{result['what_to_change']}.")
+        return (f"{line} **No prediction**: the law gives {result['law_at_target']:.3f} at B = {target}, not an "
+                f"accuracy. {_capital(result['verdict'])}; {result['what_to_change']}.")
     low, high = result["prediction_interval"]
     warning = (f"\n\n**Law does not hold**: {result['verdict']}; {result['what_to_change']}."
                if result.get("verdict") else "")
-    if result.get("model") == "flat":
-        ll = result["loglinear_prediction"]
-        s_low, s_high = result["slope_interval"]
-        l_low, l_high = ll["prediction_interval"]
-        alone = (f"The line alone (not used) would give {ll['predicted_accuracy']:.4f} [{l_low:.4f}, {l_high:.4f}]."
-                 if 0.0 <= l_low and l_high <= 1.0 else
-                 f"The line alone (not used) gives no accuracy: its {result['level']:.0%} interval at the target "
-                 f"leaves [0, 1].")
-        warning = (f"\n\nThe slope's {result['level']:.0%} interval [{s_low:.4f}, {s_high:.4f}] contains 0: the runs "
-                   f"cannot tell the law from the flat regime, so the prediction is their mean (b = 0). {alone}") + warning
-    return (f"{line}; predicted at B = {target}: {result['predicted_accuracy']:.4f} "
-            f"[{low:.4f}, {high:.4f}] ({result['level']:.0%} prediction interval){warning}")
+    return (f"{line} Predicted for one launch at B = {target}: **{result['predicted_accuracy']:.4f} "
+            f"[{low:.4f}, {high:.4f}]** ({result['level']:.0%} interval).\n\n{parts_table(result)}\n\n"
+            f"{launch_spread_text(result)}{warning}")
 
 
 def prediction_text(result: dict) -> str:
     """One line for a terminal: the prediction and its interval, or why there is none."""
     if result.get("predicted_accuracy") is None:
-        return "no prediction (the fitted line leaves [0, 1] at the target)"
+        return "no prediction (the law's value at the target is not an accuracy)"
     low, high = result["prediction_interval"]
     return f"predicted {result['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]"
 
@@ -84,11 +127,5 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _sizes(result: dict) -> list[int]:
-    return result.get("batch_sizes") or sorted({p["batch_size"] for p in result["points"]})
-
-
 def write_fit_report(result: dict, out: Path) -> None:
-    write_text_atomic(out / "fit.md", f"# Batch scaling law\n\n{fit_markdown(result)}\n\n![scaling law](scaling_law.png)\n")
-
-
+    write_text_atomic(out / "fit.md", f"# Batch law\n\n{fit_markdown(result)}\n\n![batch law](scaling_law.png)\n")

@@ -9,55 +9,61 @@ from tanplan.reports.figures import figure
 
 
 def figure_ladder(result: dict, path: Path) -> Path:
-    """Accuracy against B' per rung (every seed, mean ± std), each tested rise, the knee and the fitted rungs."""
+    """Accuracy against B' per rung (every seed, mean ± std), the law's window and its fitted curve."""
     rungs = result["rungs"]
     sizes = [r["batch_size"] for r in rungs]
     with figure(path, figsize=(6.5, 4)) as (fig, ax):
         for r in rungs:
-            ax.plot([r["batch_size"]] * len(r["accuracies"]), r["accuracies"], ".", color="0.6", ms=6)
+            ax.plot([r["batch_size"]] * len(r["accuracies"]), r["accuracies"], ".", color="0.6", ms=5)
         ax.errorbar(sizes, [r["mean"] for r in rungs], yerr=[r["std"] for r in rungs], fmt="o-", color="C0",
-                    capsize=3, label=f"rung mean ± std ({result['seeds']} seeds; grey: each seed)")
-        for t in result["tests"]:
-            upper = next(r for r in rungs if r["batch_size"] == t["upper"])
-            ax.annotate(f"{t['rise']:+.3f}\np={t['p_value']:.2f}", ((t["lower"] * t["upper"]) ** 0.5, upper["mean"]),
-                        textcoords="offset points", xytext=(0, 12), ha="center", fontsize=7,
-                        color="C0" if t["rising"] else "C3")
-        if result["knee"] is not None:
-            fitted = result["past_knee"]
-            ax.axvspan(min(fitted) / 1.25, max(fitted) * 1.25, color="C2", alpha=0.12, label="rungs the law is fitted on")
-            ax.axvline(result["knee"], color="C3", ls="--", label=f"knee B'={result['knee']} (rise not significant, "
-                                                                   f"α={result['alpha']:g})")
-            title = f"Proxy ladder: knee at B'={result['knee']}"
-        else:
-            title = f"Proxy ladder: no knee within {result['max_proxy_fraction']:.3g} of the target's compute"
+                    capsize=3, label="rung mean ± std (grey: each seed)")
+        for r in rungs:
+            ax.annotate(f"{r['seeds']}", (r["batch_size"], r["mean"]), textcoords="offset points", xytext=(6, -10),
+                        fontsize=7, color="C0")
+        if result["window"]:
+            window = result["window"]
+            ax.axvspan(min(window) / 1.25, max(window) * 1.25, color="C2", alpha=0.12, label="the law's window")
+        pred = result["prediction"]
+        title = (f"Proxy ladder: {pred['form']} law, {pred['predicted_accuracy']:.3f} ± {pred['half_width']:.3f} at "
+                 f"B={result['target_batch_size']}" if pred else "Proxy ladder: no law within the budget")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(b) for b in sizes])
-        ax.set(xlabel="proxy batch size B' (constant η_step and S)", ylabel="test accuracy", title=title)
+        ax.set(xlabel="proxy batch size B' (numbers: seeds)", ylabel="test accuracy", title=title)
         ax.legend(fontsize=7, loc="lower right")
     return path
 
 
 def ladder_markdown(result: dict) -> str:
-    """Every rung, each tested rise, the knee (or why there is none) and the budget."""
-    tests = {t["upper"]: t for t in result["tests"]}
-    lines = ["| B' | σ' | accuracies | mean ± std | rise from the rung below | one-sided p | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    """Every rung, the steps the rule took and why, where it stopped, and the budget."""
+    lines = ["| B' | σ' | seeds | accuracies | mean ± std |", "|---|---|---|---|---|"]
     for r in result["rungs"]:
-        t = tests.get(r["batch_size"])
-        rise = f"{t['rise']:+.4f} ± {t['se']:.4f}" if t else "—"
-        p = f"{t['p_value']:.3f}" if t else "—"
-        verdict = ("rising" if t["rising"] else f"not rising: knee at B'={t['lower']}") if t else "first rung"
-        accs = ", ".join(f"{a:.4f}" for a in r["accuracies"])
-        lines.append(f"| {r['batch_size']} | {r['sigma']:.4g} | {accs} | {r['mean']:.4f} ± {r['std']:.4f} | {rise} | "
-                     f"{p} | {verdict} |")
-    budget = (f"Budget: the ladder may spend {result['max_proxy_fraction']:.4g} of the target's B·S "
-              f"(B = {result['target_batch_size']}, S = {result['steps']}; fit.max_proxy_fraction); it spent "
-              f"{result['spent_fraction']:.4f} on {sum(len(r['accuracies']) for r in result['rungs'])} runs.")
-    rule = (f"Rule: double B' from {result['start']} with {result['seeds']} seeds a rung; stop at the first rise "
-            f"that a one-sided t-test (pooled variance of the two rungs) does not find significant at "
-            f"α = {result['alpha']:g}; the knee is the lower rung of that pair.")
+        accs = ", ".join(f"{a:.3f}" for a in r["accuracies"])
+        sigma = f"{r['sigma']:.4g}" if r.get("sigma") is not None else "—"
+        lines.append(f"| {r['batch_size']} | {sigma} | {r['seeds']} | {accs} | {r['mean']:.4f} ± {r['std']:.4f} |")
+    steps = "; ".join(_steps(result["steps"]))
+    budget = (f"Budget: Σ B'·S ≤ {result['budget_per_step']:g}·S, i.e. {result['budget_fraction']:.4g} of the "
+              f"target's B·S (B = {result['target_batch_size']}, S = {result['steps_per_run']}: the larger of "
+              f"fit.max_proxy_fraction = {result['max_proxy_fraction']:g} and fit.min_proxy_budget = "
+              f"{result['min_proxy_budget']}); it spent {result['spent_fraction']:.4f} on "
+              f"{sum(r['seeds'] for r in result['rungs'])} runs.")
+    rule = (f"Rule: rungs B' = {result['start']}, doubled, × {result['seeds']} seeds until the law has three; then, "
+            f"while the law's part of the interval exceeds fit.law_share = {result['law_share']:g} × one launch's "
+            "spread, the next rung, or (when it no longer fits the budget) one seed where it narrows the law's "
+            "mean the most per example.")
     change = f"\n\n**What to change**: {result['what_to_change']}." if result.get("what_to_change") else ""
-    return "\n".join(lines) + f"\n\n**{_capital(result['reason'])}.**{change}\n\n{rule}\n\n{budget}"
+    return (f"{chr(10).join(lines)}\n\n**{_capital(result['reason'])}.**{change}\n\nSteps: {steps}.\n\n{rule}\n\n"
+            f"{budget}")
+
+
+def _steps(steps: list[dict]) -> list[str]:
+    """The rule's steps, consecutive ones with the same size and reason merged: "B'=16 × 4 (why)"."""
+    merged: list[list] = []
+    for s in steps:
+        if merged and merged[-1][0] == s["batch_size"] and merged[-1][2] == s["why"]:
+            merged[-1][1] += s["seeds"]
+        else:
+            merged.append([s["batch_size"], s["seeds"], s["why"]])
+    return [f"B'={b} × {n} ({why})" for b, n, why in merged]
 
 
 def write_ladder_report(result: dict, out: Path) -> None:

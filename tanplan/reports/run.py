@@ -11,17 +11,17 @@ from tanplan.reports.ladder import ladder_markdown
 
 
 def run_report(name: str, plan, fit_result: dict | None, summary: dict, out: Path, ladder: dict | None = None) -> str:
-    """report.md of `tanplan run`: the plan, the ladder, the sweep, the law and the launch (or why not)."""
+    """report.md of `tanplan run`: the plan, the sweep, the ladder, the law and the launch (or why not)."""
     sections = [f"# tanplan run: {name}", _plan(plan, summary)]
     if not summary["launched"]:
         sections.append(_not_launched(summary))
-    if ladder is not None:
-        sections.append(f"## Proxy ladder: where accuracy stops rising with B'\n![ladder](ladder/ladder.png)\n\n"
-                        f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
     sweep = _sweep(out)
     if sweep:
-        sections.append(f"## Sweep on the proxy\n{sweep}")
-    if fit_result is not None:
+        sections.append(f"## Sweep on the proxy\n{sweep}{_choice(summary.get('sweep_choice'))}")
+    if ladder is not None:
+        sections.append(f"## Proxy ladder: the chosen configuration's proxies\n![ladder](ladder/ladder.png)\n\n"
+                        f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
+    if fit_result is not None and isinstance(fit_result.get("law"), dict):
         sections.append(_law_and_launch(fit_result, summary))
     sections.append(_privacy(summary))
     sections.append(_compute(plan, summary))
@@ -52,9 +52,18 @@ def _sweep(out: Path) -> str:
     return re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_").strip()
 
 
+def _choice(choice: dict | None) -> str:
+    """The chosen configuration's seed spread (the sweep's re-runs)."""
+    if not choice or choice.get("mean_accuracy") is None:
+        return ""
+    std = f" ± {choice['std_accuracy']:.4f} (std)" if choice.get("std_accuracy") is not None else ""
+    return (f"\n\n**Chosen configuration** {choice['overrides']}: {choice['mean_accuracy']:.4f}{std} over its "
+            f"{choice['reruns']} re-run seeds (search trial: {choice['search_accuracy']:.4f}).")
+
+
 def _law_and_launch(fit_result: dict, summary: dict) -> str:
     figure = "scaling_law.png" if summary["launched"] else "fit/scaling_law.png"
-    text = f"## Scaling law{' and the full-scale run' if summary['launched'] else ''}\n![scaling law]({figure})\n\n" \
+    text = f"## Batch law{' and the full-scale run' if summary['launched'] else ''}\n![batch law]({figure})\n\n" \
            f"{fit_markdown(fit_result)}"
     if not summary["launched"]:
         return text
@@ -101,9 +110,9 @@ def _compute(plan, summary: dict) -> str:
     return f"""## Compute
 Proxy runs ({c['runs']}) processed, as a fraction of the examples of the full-scale run (B·S = {plan.batch_size} × {plan.steps}):
 
-| ladder | sweep | fit (new runs) | total |
+| sweep | ladder | fit | total |
 |---|---|---|---|
-| {c['ladder']:.4f} | {c['sweep']:.4f} | {c['fit']:.4f} | {c['total']:.4f} |
+| {c['sweep']:.4f} | {c['ladder']:.4f} | {c['fit']:.4f} | {c['total']:.4f} |
 
-The ladder's budget (fit.max_proxy_fraction) bounds the ladder; the sweep's cost is set by [sweep], the fit's by
-the rungs past the knee. {wall}."""
+The ladder's budget (fit.max_proxy_fraction, fit.min_proxy_budget) bounds the ladder; the sweep's cost is set by
+[sweep] (trials, re-runs). {wall}."""

@@ -99,13 +99,14 @@ def markdown(summary: dict, dims, trials=None) -> str:
     if ranked:
         lines += ["", f"Best configurations (ranked by {summary['ranked_by']}):", "",
                   "| rank | trial | " + " | ".join(d.name for d in dims) +
-                  " | search acc. | mean ± std | min – max | seeds |",
-                  "| --- " * (len(dims) + 6) + "|"]
+                  " | search acc. | mean ± std | min – max | seeds | flags |",
+                  "| --- " * (len(dims) + 7) + "|"]
         for i, r in enumerate(ranked, 1):
             values = " | ".join(_short(r["params"].get(d.name)) for d in dims)
             lines.append(f"| {i} | {r['trial']} | {values} | {_fmt(r['search_accuracy'], '{:.4f}')} | "
                          f"{_fmt(r['mean_accuracy'], '{:.4f}')} ± {_fmt(r['std_accuracy'], '{:.4f}')} | "
-                         f"{_fmt(r['min_accuracy'], '{:.4f}')} – {_fmt(r['max_accuracy'], '{:.4f}')} | {r['reruns']} |")
+                         f"{_fmt(r['min_accuracy'], '{:.4f}')} – {_fmt(r['max_accuracy'], '{:.4f}')} | {r['reruns']} | "
+                         f"{'; '.join(r.get('flags') or []) or '—'} |")
         best = ranked[0]
         sets = " ".join(f"--set {k}={_short(v)}" for k, v in best["overrides"].items())
         lines += ["", f"Run it at the target batch with: `{sets}`"]

@@ -1,5 +1,5 @@
-"""`tanplan fit`: train proxies at several batch sizes (constant η_step and S), fit the batch scaling law,
-extrapolate to the target; and the privacy-parameter search at constant η and σ (TAN §4.3, Tables 3-4).
+"""`tanplan fit`: train proxies at several batch sizes (constant η_step and S), fit the batch law and predict
+one launch at the target (tanplan.workflow.batch_law); and the privacy-parameter search at constant η and σ (TAN §4.3, Tables 3-4).
 
 Every run is one call of the engine (tanplan.engine.loop.train_and_evaluate) on a config derived from the
 experiment's: a proxy is `train.proxy_batch_size = B'`, so σ' = σ·B'/B comes from the one Plan.
@@ -19,7 +19,7 @@ from tanplan.config import MAX_STEPS, Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.reports.fit import figure_scaling
-from tanplan.workflow.scaling import fit_log_linear, verdict
+from tanplan.workflow.batch_law import forms_of, predict, verdict
 
 
 def load_best_overrides(path: str | Path | None) -> dict:
@@ -57,12 +57,13 @@ def _default_train_fn():
 
 
 def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
-                 log=print, label: str = "fit") -> list[dict]:
-    """Train the proxy at each batch size with `seeds` seeds; one row per run."""
+                 log=print, label: str = "fit", seed_offset: int = 0) -> list[dict]:
+    """Train the proxy at each batch size with `seeds` seeds (experiment seeds seed_offset, ... above the
+    config's); one row per run."""
     train_fn = train_fn or _default_train_fn()
     rows = []
     for b in batch_sizes:
-        for seed in range(seeds):
+        for seed in range(seed_offset, seed_offset + seeds):
             run_cfg = cfg.with_overrides({"train.proxy_batch_size": int(b), "experiment.seed": cfg.experiment.seed + seed})
             workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
             # resume: a rerun into the same folder continues (or reuses) each run: no new release
@@ -76,58 +77,52 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
-                  law: str = "auto", train_fn: Callable | None = None, log=print) -> dict:
-    """Train the proxies, fit accuracy = a + b·ln B, predict the target B with a `level` interval.
-
-    law: "log-linear" extrapolates the fitted line; "flat" predicts the mean (b = 0); "auto" uses the line
-    unless b's `level` interval contains 0 (tanplan.workflow.scaling.ScalingFit.choose). Both are in the result.
-    """
+                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> dict:
+    """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
+    target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error)."""
     check_batch_sizes(batch_sizes, cfg.train.batch_size)
     started = time.perf_counter()
     rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
-    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started)
+    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes)
 
 
-def check_batch_sizes(batch_sizes, target_batch_size: int) -> None:
-    """UsageError unless the proxies are two or more distinct sizes, none above the target."""
+def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = None, seeds_name: str = "--seeds") -> None:
+    """UsageError unless the proxies are two or more distinct sizes, none above the target (and two seeds or
+    more each: their scatter is the launch's spread)."""
     for b in batch_sizes:
         if b > target_batch_size:
             raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {target_batch_size}")
     if len(set(batch_sizes)) < 2:
         raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
+    if seeds is not None and seeds < 2:
+        raise UsageError(f"{seeds_name} {seeds} is not allowed for the batch law: need two or more seeds a size "
+                         "(their scatter is the launch's own spread)")
 
 
-def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "auto",
-             started: float | None = None, past_knee: bool = False) -> dict:
-    """The law fitted on proxy runs already trained (rows of train_points), and its prediction at target_b.
+def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
+             started: float | None = None, test_sizes=(None, None)) -> dict:
+    """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
+    at target_b: the dict of fit.json (batch_law.Prediction.to_dict, the verdict, the runs).
 
     A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
-    None, and the line's value stays in loglinear_prediction (the verdict says the law does not hold).
-    past_knee: the ladder's test placed these sizes past the knee. Otherwise (sizes the user chose) a fitted
-    line that leaves [0, 1] at the target says they are below it, even when the flat model predicts. After
-    the ladder that line is not evidence: a 2-seed fit over two rungs has a slope of several points per
-    doubling from seed noise alone, and six doublings of it reach 1 (measured on the demo).
+    None (the law's value stays in law_at_target) and the verdict says the law does not hold.
     """
     started = time.perf_counter() if started is None else started
-    fit = fit_log_linear([r["batch_size"] for r in rows], [r["test_accuracy"] for r in rows])
-    loglinear = fit.predict(target_b, level)
-    model, (prediction, low, high) = fit.choose(target_b, level, law)
-    sizes = sorted({r["batch_size"] for r in rows})
-    why_not = verdict(prediction, low, high, line_at_target=None if past_knee else loglinear[0],
-                      where=f"over B' = {', '.join(map(str, sizes))} for B = {target_b}")
-    shown = 0.0 <= prediction <= 1.0
-    result = {
-        "a": fit.a, "b": fit.b, "r2": fit.r2, "n": fit.n, "residual_std": fit.residual_std,
-        "slope_interval": list(fit.slope_interval(level)), "law": law, "model": model,
-        "loglinear_prediction": {"predicted_accuracy": loglinear[0], "prediction_interval": list(loglinear[1:])},
-        "target_batch_size": target_b, "predicted_accuracy": prediction if shown else None,
-        "prediction_interval": [low, high] if shown else None, "line_at_target": loglinear[0],
-        "level": level, "law_holds": why_not is None, "verdict": why_not and why_not[0],
-        "what_to_change": why_not and why_not[1], "points": rows,
-        "batch_sizes": sizes,
+    forms = forms_of(law)
+    prediction = predict([(r["batch_size"], r["test_accuracy"]) for r in rows], target_b, level=level, forms=forms,
+                         test_sizes=test_sizes)
+    why_not = verdict(prediction)
+    result = prediction.to_dict()
+    shown = 0.0 <= prediction.mean <= 1.0
+    result.update({
+        "law_setting": law, "model": prediction.law.form, "law_at_target": prediction.mean,
+        "predicted_accuracy": prediction.mean if shown else None,
+        "prediction_interval": result["prediction_interval"] if shown else None,
+        "law_holds": why_not is None, "verdict": why_not and why_not[0], "what_to_change": why_not and why_not[1],
+        "points": rows, "batch_sizes": sorted({r["batch_size"] for r in rows}),
         "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
-        "wall_seconds": time.perf_counter() - started, "fit": fit.to_dict(),
-    }
+        "wall_seconds": time.perf_counter() - started,
+    })
     if out is not None:
         write_json_atomic(out / "fit.json", result)
         figure_scaling(result, out / "scaling_law.png")

@@ -14,7 +14,7 @@ are told apart when the `level` confidence interval of the difference of their e
 (x₁ − x₂)ᵀβ ± t·s·√((x₁ − x₂)ᵀ(XᵀX)⁻¹(x₁ − x₂)), excludes 0; otherwise the data cannot tell them apart.
 
 law "quadratic", "linear" or "flat" fixes the degree (2, 1, 0); "auto" starts from 2 and drops the top
-term while its `level` interval contains 0 (a pre-test, as tanplan.workflow.scaling does for the slope).
+term while its `level` interval contains 0 (a pre-test).
 
 Seeds are replicates, so the law can be checked against the data: the lack-of-fit F test compares the
 scatter of the candidates' mean accuracies around the law with the scatter of the seeds around their

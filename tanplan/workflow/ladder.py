@@ -1,30 +1,27 @@
-"""The proxy ladder: find the knee of accuracy against the proxy batch size B', within a compute budget.
+"""The proxy ladder: which proxy runs to train, within a compute budget, so that the batch law predicts one
+launch as narrowly as the proxies allow.
 
-At constant η_step and S (TAN, Sander et al. 2023), small proxies are held back by sampling noise that
-the target does not have: accuracy rises with B' up to a knee, then is nearly flat, and only past the
-knee does the batch law extrapolate. `[fit] batch_sizes = "auto"` finds the knee instead of asking
-the user for it:
+At constant η_step and S (TAN, Sander et al. 2023) a proxy (B', σ·B'/B, S) differs from its target only
+by the sampling noise of B' gradients, so accuracy rises with B' and levels off; the law and the
+interval for one launch are tanplan.workflow.batch_law's. `[fit] batch_sizes = "auto"` (the default)
+chooses the runs:
 
-1. rungs B'₀, 2B'₀, 4B'₀, ... (`fit.ladder_start`), each trained with n ≥ 2 seeds (`fit.ladder_seeds`)
-   at the target's η_step and S, as long as the ladder's total Σ n·B'·S stays within
-   `fit.max_proxy_fraction` of the target's B·S;
-2. after each rung k ≥ 1, a one-sided two-sample t-test of "mean accuracy rises from rung k−1 to k",
-   with the pooled variance of those two rungs (2n − 2 degrees of freedom), at level α = 0.25
-   (RISE_ALPHA): rising when the rise's one-sided 75% lower confidence bound is above 0;
-3. the first rise that is not significant ends the ladder: the knee is rung k−1 and the law is fitted
-   on the rungs past it (k−1 and k). When the next rung would leave the budget while the last rise is
-   still significant, there is no knee within the budget and `tanplan run` does not launch.
+1. rungs B' = start, 2·start, 4·start, ... below the target B, each with `fit.ladder_seeds` seeds, until
+   the law has MIN_WINDOW rungs;
+2. then, while the law's own part of the interval, √(Var(mean at B) + Var(misspecification)), is wider
+   than `fit.law_share` × one launch's spread (the part more proxies cannot remove) or its
+   misspecification is not measured yet, and the budget lasts: climb one rung (the next one nearer the
+   target pins the law where it matters), or when the next rung no longer fits the budget, add one seed
+   where it narrows Var(mean at B) the most per example (`best_seed`: a cheap rung of the plateau, as a
+   rule).
 
-Why a test of "still rising" and why α = 0.25: with two or three seeds a rise of a few points per
-doubling is rarely significant at 5%, so "not significant at 5%" would stop on a curve that is still
-rising (a false knee, which biases the prediction). A large α makes "rising" easy to conclude and so
-keeps climbing when in doubt; the price is a rung more than needed now and then, or no knee within a
-small budget (a refusal to launch, which is the safe error). The error rates on synthetic and on
-measured curves are in docs/ladder.md (experiments/ladder_error_rates.py reproduces them).
+The budget is Σ B'·S over the ladder's runs ≤ max(`fit.max_proxy_fraction`·B, `fit.min_proxy_budget`)·S:
+a fraction of the target's compute for large targets, and at least the compute of one run at B =
+`min_proxy_budget` for small ones (at B = 256 the ladder needs more examples than the launch: its runs
+learn on the tuning data, the launch is the one private run).
 
-The functions on (batch size, accuracies) points are pure (numpy/scipy, no training): `rise_test`,
-`find_knee`, `plan_rungs`. `run_ladder` trains the rungs through the engine, one call of
-`train_and_evaluate` per seed (tanplan.workflow.fit.train_points).
+`next_step` is pure (rungs and prediction in, the next runs out): the pipeline's driver `run_ladder` and
+the replay of experiments/calibration.py call it alike.
 """
 
 from __future__ import annotations
@@ -35,157 +32,191 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
+
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
+                                        shrunk_variances, verdict)
 
-RISE_ALPHA = 0.25  # one-sided level of "accuracy still rises over the last doubling"
 LADDER_FILE = "ladder.json"
 
 
 # ---------------------------------------------------------------------------------------------------
-# The stopping rule: pure functions of (batch size, accuracies)
+# The rule: pure functions of the rungs trained so far
 
 
 @dataclass(frozen=True)
-class Rung:
-    """One proxy batch size and the test accuracy of each of its seeds."""
+class Budget:
+    """What the ladder may train: rungs start·2^k below the target, Σ seeds·B' ≤ per_step (examples a step)."""
+
+    start: int
+    target_batch_size: int
+    seeds: int  # seeds of a new rung
+    per_step: float  # Σ B' over the ladder's runs, at the target's S
+    law_share: float  # stop once the law's part is ≤ law_share × one launch's spread
+
+    @property
+    def sizes(self) -> list[int]:
+        """The rungs below the target: start, 2·start, ...
+
+            >>> Budget(16, 300, 4, 1024, 0.5).sizes
+            [16, 32, 64, 128, 256]
+        """
+        sizes, b = [], self.start
+        while b < self.target_batch_size:
+            sizes.append(b)
+            b *= 2
+        return sizes
+
+    def first_rungs_cost(self) -> int:
+        """Σ seeds·B' of the first MIN_WINDOW rungs (or all rungs, when fewer exist)."""
+        return self.seeds * sum(self.sizes[:MIN_WINDOW])
+
+
+def budget_of(cfg: Config) -> Budget:
+    f, target = cfg.fit, cfg.train.batch_size
+    return Budget(f.ladder_start, target, f.ladder_seeds, max(f.max_proxy_fraction * target, f.min_proxy_budget),
+                  f.law_share)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The ladder's next runs: `seeds` more seeds at `batch_size`, and why."""
 
     batch_size: int
-    accuracies: tuple[float, ...]
-
-    @property
-    def mean(self) -> float:
-        return sum(self.accuracies) / len(self.accuracies)
-
-    @property
-    def std(self) -> float:
-        """Sample standard deviation (n − 1); 0 for one seed."""
-        n = len(self.accuracies)
-        if n < 2:
-            return 0.0
-        return math.sqrt(sum((a - self.mean) ** 2 for a in self.accuracies) / (n - 1))
+    seeds: int
+    why: str
 
 
-@dataclass(frozen=True)
-class RiseTest:
-    """Does the mean accuracy rise from the rung `lower` to the rung `upper`? (one-sided t-test)"""
-
-    lower: int
-    upper: int
-    rise: float  # mean(upper) − mean(lower)
-    se: float  # its standard error, from the two rungs' pooled variance
-    dof: int
-    t: float
-    p_value: float  # one-sided, H1: rise > 0
-    alpha: float
-
-    @property
-    def rising(self) -> bool:
-        return self.p_value < self.alpha
-
-    @property
-    def lower_bound(self) -> float:
-        """The rise's one-sided (1 − α) lower confidence bound: rising ⇔ it is above 0."""
-        from scipy import stats
-
-        return self.rise - float(stats.t.ppf(1 - self.alpha, self.dof)) * self.se
-
-    def to_dict(self) -> dict:
-        return {"lower": self.lower, "upper": self.upper, "rise": self.rise, "se": self.se, "dof": self.dof,
-                "t": self.t, "p_value": self.p_value, "alpha": self.alpha, "rising": self.rising}
+def spent(rungs: Sequence[Rung]) -> int:
+    """Σ seeds·B' of these rungs (examples a step)."""
+    return sum(r.n * r.batch_size for r in rungs)
 
 
-def rise_test(lower: Rung, upper: Rung, alpha: float = RISE_ALPHA) -> RiseTest:
-    """One-sided two-sample t-test of mean(upper) > mean(lower), pooled variance of the two rungs.
-
-    Seeds are independent runs, so the two means are independent; their pooled variance has
-    n_lower + n_upper − 2 degrees of freedom (each rung needs two seeds or more). Identical accuracies
-    (no spread) make any positive rise significant and any other not.
-
-        >>> test = rise_test(Rung(16, (0.70, 0.72)), Rung(32, (0.80, 0.82)))
-        >>> test.rising, round(test.rise, 3)
-        (True, 0.1)
-    """
-    from scipy import stats
-
-    n1, n2 = len(lower.accuracies), len(upper.accuracies)
-    if n1 < 2 or n2 < 2:
-        raise ValueError("each rung needs two seeds or more to test a rise")
-    dof = n1 + n2 - 2
-    pooled = ((n1 - 1) * lower.std**2 + (n2 - 1) * upper.std**2) / dof
-    se = math.sqrt(pooled * (1 / n1 + 1 / n2))
-    rise = upper.mean - lower.mean
-    if se > 0:
-        t = rise / se
-        p = float(stats.t.sf(t, dof))
-    else:
-        t = math.copysign(math.inf, rise) if rise else 0.0
-        p = 0.0 if rise > 0 else 1.0
-    return RiseTest(lower.batch_size, upper.batch_size, rise, se, dof, t, p, alpha)
+def law_is_narrow(prediction: Prediction, law_share: float) -> bool:
+    """The law's part of the interval is no wider than law_share × one launch's own spread, and its
+    misspecification was measured (the law has held-out errors: for the knee law, a rung past a plateau
+    already seen)."""
+    measured = bool(prediction.chosen.held.errors)
+    return measured and prediction.var_mean + prediction.var_misspecification <= law_share**2 * prediction.var_launch
 
 
-@dataclass(frozen=True)
-class Knee:
-    """The ladder's decision on its rungs: the knee (None: accuracy still rises at the top) and why."""
+def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budget) -> Step | None:
+    """The ladder's next runs, or None when it is done (narrow enough, or the budget is spent).
 
-    batch_size: int | None
-    tests: tuple[RiseTest, ...]
-
-    @property
-    def found(self) -> bool:
-        return self.batch_size is not None
-
-
-def find_knee(rungs: Sequence[Rung], alpha: float = RISE_ALPHA) -> Knee:
-    """The ladder's decisions replayed on rungs in increasing batch size.
-
-    The rise between consecutive rungs is tested in order; the knee is the lower rung of the first rise
-    that is not significant at `alpha` (the ladder stops there, so later rungs are not tested). With
-    every rise significant, or fewer than two rungs, there is no knee.
-
-        >>> flat = [Rung(b, (0.80, 0.82)) for b in (16, 32, 64)]
-        >>> find_knee(flat).batch_size
-        16
+        >>> b = Budget(16, 4096, 4, 1024, 0.5)
+        >>> next_step([], None, b)
+        Step(batch_size=16, seeds=4, why='a first rung')
+        >>> next_step([Rung(16, (0.7,) * 4), Rung(32, (0.8,) * 4)], None, b).batch_size
+        64
     """
     rungs = sorted(rungs, key=lambda r: r.batch_size)
-    tests = []
-    for lower, upper in zip(rungs, rungs[1:]):
-        test = rise_test(lower, upper, alpha)
-        tests.append(test)
-        if not test.rising:
-            return Knee(lower.batch_size, tuple(tests))
-    return Knee(None, tuple(tests))
+    left = budget.per_step - spent(rungs)
+    done = {r.batch_size for r in rungs}
+    climb = next((b for b in budget.sizes if b not in done), None)
+    if len(rungs) < MIN_WINDOW or prediction is None:
+        if climb is not None and budget.seeds * climb <= left:
+            return Step(climb, budget.seeds, "a first rung" if not rungs else f"the law needs {MIN_WINDOW} rungs")
+        return None
+    if law_is_narrow(prediction, budget.law_share):
+        return None
+    if climb is not None and budget.seeds * climb <= left:
+        return Step(climb, budget.seeds, "the law's part of the interval is wide: a rung nearer the target")
+    seed = best_seed(rungs, prediction, left)
+    if seed is None:
+        return None
+    return Step(seed, 1, "the law's part of the interval is wide and the next rung would leave the budget: "
+                         "a seed where it narrows the law's mean the most per example")
 
 
-def plan_rungs(start: int, target_batch_size: int, seeds: int, max_fraction: float) -> list[int]:
-    """The rungs the budget allows: start, 2·start, ... below the target, Σ seeds·B' ≤ max_fraction·B.
+def best_seed(rungs: Sequence[Rung], prediction: Prediction, left: float) -> int | None:
+    """The window's rung where one more seed lowers Var(law's mean at B) the most per example (None when no
+    rung fits the budget left). Var(mean at B) = x₀ᵀ(XᵀWX)⁻¹x₀ with W the seed counts over their variances."""
+    law = prediction.law
+    window = [r for r in rungs if r.batch_size in law.window]
+    x0 = law.x(prediction.target_batch_size)
+    xs = np.stack([law.x(r.batch_size) for r in window])
+    v = shrunk_variances(window)
+    counts = np.array([r.n for r in window], dtype=float)
 
-    Proxies run the target's S, so their compute relative to the target's B·S is Σ seeds·B'/B.
+    def var_at_target(n):
+        return float(x0 @ np.linalg.pinv(xs.T @ ((n / v)[:, None] * xs)) @ x0)
 
-        >>> plan_rungs(16, 4096, 2, 1 / 16)  # 2 × (16 + 32 + 64) = 224 ≤ 256
-        [16, 32, 64]
+    now = var_at_target(counts)
+    best, best_gain = None, 0.0
+    for k, r in enumerate(window):
+        if r.batch_size > left:
+            continue
+        more = counts.copy()
+        more[k] += 1
+        gain = (now - var_at_target(more)) / r.batch_size
+        if best is None or gain > best_gain * (1 + 1e-12):
+            best, best_gain = r.batch_size, gain
+    return best
+
+
+@dataclass(frozen=True, kw_only=True)
+class LadderOutcome:
+    """Where the rule stopped: the rungs, the law's prediction (None with fewer than two rungs), the steps."""
+
+    rungs: tuple[Rung, ...]
+    prediction: Prediction | None
+    steps: tuple[Step, ...]
+    budget: Budget
+
+    @property
+    def refusal(self) -> tuple[str, str] | None:
+        """(why the launch should not go on, what to change), or None."""
+        if self.prediction is None:
+            return (f"the ladder trained {len(self.rungs)} rung(s) within its budget; the law needs {MIN_WINDOW}",
+                    "raise fit.max_proxy_fraction or fit.min_proxy_budget, or lower fit.ladder_start")
+        return verdict(self.prediction)
+
+
+def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
+          level: float = 0.95, forms: Sequence[str] = ("knee",),
+          on_step: Callable[[Step, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
+    """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
+
+    The pipeline passes the engine; experiments/calibration.py passes draws from a pool of measured runs.
     """
-    budget = max_fraction * target_batch_size
-    rungs, spent, b = [], 0, start
-    while b < target_batch_size and spent + seeds * b <= budget * (1 + 1e-9):
-        rungs.append(b)
-        spent += seeds * b
-        b *= 2
-    return rungs
+    rows: list[tuple[int, float]] = []
+    steps: list[Step] = []
+    prediction = _predict(rows, budget, test_sizes, level, forms)
+    while (step := next_step(rungs_of(rows), prediction, budget)) is not None:
+        steps.append(step)
+        rows += [(step.batch_size, float(a)) for a in train(step.batch_size, step.seeds)]
+        prediction = _predict(rows, budget, test_sizes, level, forms)
+        if on_step is not None:
+            on_step(step, rungs_of(rows), prediction)
+    return LadderOutcome(rungs=tuple(rungs_of(rows)), prediction=prediction, steps=tuple(steps), budget=budget)
 
 
-def check_ladder(cfg: Config) -> list[int]:
-    """The planned rungs of cfg's ladder; UsageError (before any compute) if fewer than two fit."""
+def _predict(rows, budget: Budget, test_sizes, level, forms) -> Prediction | None:
+    rungs = [r for r in rungs_of(rows) if r.n >= 2]
+    if len(rungs) < min(MIN_WINDOW, len(budget.sizes)) or len(rungs) < 2:
+        return None
+    return predict([(r.batch_size, a) for r in rungs for a in r.accuracies], budget.target_batch_size, level=level,
+                   test_sizes=test_sizes, forms=forms)
+
+
+def check_ladder(cfg: Config) -> Budget:
+    """cfg's ladder budget; UsageError (before any compute) when it cannot hold the law's first rungs."""
+    budget = budget_of(cfg)
     f, target = cfg.fit, cfg.train.batch_size
-    rungs = plan_rungs(f.ladder_start, target, f.ladder_seeds, f.max_proxy_fraction)
-    if len(rungs) < 2:
-        two = f.ladder_start * 3 * f.ladder_seeds / target
-        raise UsageError(f"fit.max_proxy_fraction = {f.max_proxy_fraction:g} is not allowed with train.batch_size = "
-                         f"{target}, fit.ladder_start = {f.ladder_start}, fit.ladder_seeds = {f.ladder_seeds}: the "
-                         f"ladder's first two rungs need ≥ {two:.3g} (or lower fit.ladder_start, or give "
-                         f"fit.batch_sizes as a list)")
-    return rungs
+    if len(budget.sizes) < 2:
+        raise UsageError(f"fit.ladder_start = {f.ladder_start} is not allowed with train.batch_size = {target}: the "
+                         "ladder needs two rungs or more below the target (lower fit.ladder_start, or give "
+                         "fit.batch_sizes as a list)")
+    need = budget.first_rungs_cost()
+    if need > budget.per_step * (1 + 1e-9):
+        raise UsageError(f"fit.min_proxy_budget = {f.min_proxy_budget:g} is not allowed with train.batch_size = "
+                         f"{target}, fit.max_proxy_fraction = {f.max_proxy_fraction:g}, fit.ladder_seeds = "
+                         f"{f.ladder_seeds}: the law's first rungs {budget.sizes[:MIN_WINDOW]} need Σ seeds·B' = "
+                         f"{need} (raise fit.min_proxy_budget or fit.max_proxy_fraction, or lower fit.ladder_seeds)")
+    return budget
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -193,128 +224,127 @@ def check_ladder(cfg: Config) -> list[int]:
 
 
 def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               alpha: float = RISE_ALPHA) -> dict:
-    """Climb the ladder on cfg (its own hyper-parameters) until the knee or the budget; the result dict.
+               test_sizes=(None, None)) -> dict:
+    """Climb cfg's ladder (its own hyper-parameters) until the rule stops; the result dict (ladder.json).
 
-    out/ladder.json is written after every rung: a rerun into the same folder with the same config
-    reuses the rungs already trained (and so reaches the same knee). With out, also ladder.png and
-    ladder.md (tanplan.reports.ladder).
+    out/ladder.json is written after every run: a rerun into the same folder with the same config reuses
+    the runs already trained. With out, also ladder.png and ladder.md.
     """
     from tanplan.workflow.fit import train_points
 
     started = time.perf_counter()
-    planned = check_ladder(cfg)
-    f = cfg.fit
+    budget = check_ladder(cfg)
     basis = _basis(cfg)
-    done = _reusable_rungs(out, basis)
-    rows, rungs, knee = [], [], Knee(None, ())
-    for b in planned:
-        rung_rows = done.get(b)
-        if rung_rows is None:
-            rung_rows = train_points(cfg, [b], f.ladder_seeds, out, train_fn=train_fn, log=log, label="ladder")
-        else:
-            log(f"  ladder: B'={b} reused from {out / LADDER_FILE}")
-        rows += rung_rows
-        rungs.append(Rung(b, tuple(r["test_accuracy"] for r in rung_rows)))
-        knee = find_knee(rungs, alpha)
-        if len(rungs) >= 2:
-            test = knee.tests[-1]
-            decision = "still rising" if test.rising else f"not rising: knee at B'={test.lower}"
-            log(f"  ladder: B'={test.lower}→{test.upper}: accuracy {test.rise:+.4f} (± {test.se:.4f}, one-sided "
-                f"p = {test.p_value:.3f}): {decision}")
-        result = _result(cfg, planned, rungs, rows, knee, alpha, basis, time.perf_counter() - started)
-        if out is not None:
-            write_json_atomic(out / LADDER_FILE, result)
-        if knee.found:
-            break
+    reusable = _reusable_rows(out, basis)
+    rows: list[dict] = []
+    next_seed: dict[int, int] = {}
+
+    def train(b: int, seeds: int) -> list[float]:
+        new = []
+        for _ in range(seeds):
+            seed = next_seed.get(b, 0)
+            next_seed[b] = seed + 1
+            row = reusable.pop((b, seed), None)
+            if row is None:
+                row = train_points(cfg, [b], 1, out, train_fn=train_fn, log=log, label="ladder",
+                                   seed_offset=seed)[0]
+            else:
+                log(f"  ladder: B'={b} seed={seed} reused from {out / LADDER_FILE}")
+            row["source"] = "ladder"
+            rows.append(row)
+            new.append(row["test_accuracy"])
+            if out is not None:
+                write_json_atomic(out / LADDER_FILE, {"basis": basis, "points": rows, "partial": True})
+        return new
+
+    def on_step(step: Step, rungs, prediction):
+        if prediction is not None:
+            log(f"  ladder: {_prediction_line(prediction)}")
+
+    forms = forms_of(cfg.fit.law)
+    outcome = climb(train, budget, test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
+    result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)
     if out is not None:
+        write_json_atomic(out / LADDER_FILE, result)
         from tanplan.reports.ladder import write_ladder_report
 
         write_ladder_report(result, out)
     return result
 
 
-def ladder_fit(cfg: Config, out: Path | None, *, law: str | None = None, train_fn: Callable | None = None,
-               log=print) -> dict:
-    """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then the law on its rungs past the knee.
+def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
+               test_sizes=(None, None)) -> dict:
+    """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then its law's fit.json and fit.md in out.
 
-    The fit result (tanplan.workflow.fit.fit_rows; fit.json, fit.md) with a "ladder" key; with no knee
-    within the budget there is no law and no prediction: only {"ladder": ...}.
+    The fit result (tanplan.workflow.fit.fit_rows) with a "ladder" key; when the ladder could not fit a law
+    within its budget, only {"ladder": ...}.
     """
     from tanplan.reports.fit import write_fit_report
     from tanplan.workflow.fit import fit_rows
 
     check_ladder(cfg)
-    found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log)
-    summary = {k: found[k] for k in ("knee", "found", "past_knee", "reason", "what_to_change", "spent_fraction")}
-    if not found["found"]:
+    found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log,
+                       test_sizes=test_sizes)
+    summary = {k: found[k] for k in ("found", "reason", "what_to_change", "spent_fraction", "window")}
+    if found["prediction"] is None:
         return {"ladder": summary}
-    rows = [p for p in found["points"] if p["batch_size"] in found["past_knee"]]
-    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=law or cfg.fit.law, past_knee=True)
+    rows = [p for p in found["points"] if p.get("source") == "ladder"]
+    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes)
     if out is not None:
         write_fit_report(result, out)
     return {**result, "ladder": summary}
 
 
-def past_knee(result: dict) -> list[int]:
-    """The batch sizes the law is fitted on: the knee and the rungs above it (with no knee, the top two)."""
-    sizes = [r["batch_size"] for r in result["rungs"]]
-    if result["knee"] is None:
-        return sizes[-2:]
-    return [b for b in sizes if b >= result["knee"]]
+def _prediction_line(p: Prediction) -> str:
+    low, high = p.interval
+    return (f"{p.law.form} law on B' = {', '.join(map(str, p.law.window))}: {p.mean:.4f} [{low:.4f}, {high:.4f}] "
+            f"(std of the law's mean {math.sqrt(p.var_mean):.4f}, of one launch {math.sqrt(p.var_launch):.4f}, "
+            f"misspecification {math.sqrt(p.var_misspecification):.4f})")
 
 
-def _result(cfg: Config, planned, rungs, rows, knee: Knee, alpha, basis, wall) -> dict:
-    f, target = cfg.fit, cfg.train.batch_size
-    spent = sum(r["batch_size"] * r["steps"] for r in rows) / (target * cfg.train.steps)
-    top = rungs[-1].batch_size
-    nxt = top * 2
-    next_fraction = spent + f.ladder_seeds * nxt / target
-    result = {
-        "knee": knee.batch_size, "found": knee.found, "alpha": alpha, "seeds": f.ladder_seeds,
-        "start": f.ladder_start, "target_batch_size": target, "steps": cfg.train.steps,
-        "max_proxy_fraction": f.max_proxy_fraction, "spent_fraction": spent, "planned": list(planned),
-        "next_batch_size": nxt, "next_fraction": next_fraction,
+def ladder_result(outcome: LadderOutcome, cfg: Config, rows: list[dict], basis: dict, wall: float,
+                  test_sizes=(None, None)) -> dict:
+    """The ladder's JSON: rungs, steps, the prediction and its parts, the budget, whether to launch."""
+    target, steps = cfg.train.batch_size, cfg.train.steps
+    refusal = outcome.refusal
+    sigma = {int(r["batch_size"]): r.get("sigma") for r in rows}
+    return {
+        "found": refusal is None, "reason": _reason(outcome), "what_to_change": refusal and refusal[1],
         "rungs": [{"batch_size": r.batch_size, "accuracies": list(r.accuracies), "mean": r.mean, "std": r.std,
-                   "sigma": next(x["sigma"] for x in rows if x["batch_size"] == r.batch_size)} for r in rungs],
-        "tests": [t.to_dict() for t in knee.tests], "points": rows, "basis": basis, "wall_seconds": wall,
+                   "seeds": r.n, "sigma": sigma.get(r.batch_size)} for r in outcome.rungs],
+        "steps": [{"batch_size": s.batch_size, "seeds": s.seeds, "why": s.why} for s in outcome.steps],
+        "prediction": outcome.prediction.to_dict() if outcome.prediction is not None else None,
+        "window": list(outcome.prediction.law.window) if outcome.prediction is not None else [],
+        "target_batch_size": target, "steps_per_run": steps, "start": cfg.fit.ladder_start,
+        "seeds": cfg.fit.ladder_seeds, "law_share": cfg.fit.law_share, "law_setting": cfg.fit.law,
+        "budget_per_step": outcome.budget.per_step, "budget_fraction": outcome.budget.per_step / target,
+        "max_proxy_fraction": cfg.fit.max_proxy_fraction, "min_proxy_budget": cfg.fit.min_proxy_budget,
+        "spent_fraction": sum(r["batch_size"] * r["steps"] for r in rows) / (target * steps),
+        "test_sizes": list(test_sizes), "points": rows, "basis": basis, "wall_seconds": wall,
     }
-    result["past_knee"] = past_knee(result) if len(rungs) >= 2 else []
-    result["reason"], result["what_to_change"] = explain(result)
-    return result
 
 
-def explain(result: dict) -> tuple[str, str | None]:
-    """(why the ladder stopped where it did, what to change when it found no knee)."""
-    tests = result["tests"]
-    if result["found"]:
-        t = tests[-1]
-        return (f"knee at B'={result['knee']}: from B'={t['lower']} to {t['upper']} accuracy moves by {t['rise']:+.4f} "
-                f"(one-sided p = {t['p_value']:.2f} ≥ α = {result['alpha']:g}: not a significant rise); "
-                f"the law is fitted on B' = {', '.join(map(str, result['past_knee']))}"), None
-    if not tests:
-        return "the ladder has fewer than two rungs", None
-    t = tests[-1]
-    why = "the next rung would reach the target batch" if result["next_batch_size"] >= result["target_batch_size"] \
-        else (f"the next rung B'={result['next_batch_size']} would bring the ladder to {result['next_fraction']:.3g} "
-              f"of the target's compute, above fit.max_proxy_fraction = {result['max_proxy_fraction']:.4g}")
-    return (f"no knee within the proxy budget: accuracy still rises from B'={t['lower']} to {t['upper']} "
-            f"({t['rise']:+.4f}, one-sided p = {t['p_value']:.3f} < α = {result['alpha']:g}) and {why}",
-            f"set fit.max_proxy_fraction ≥ {result['next_fraction']:.3g} to climb one more rung, or give "
-            f"fit.batch_sizes past the knee as a list")
+def _reason(outcome: LadderOutcome) -> str:
+    refusal = outcome.refusal
+    if refusal is not None:
+        return refusal[0]
+    p = outcome.prediction
+    narrow = law_is_narrow(p, outcome.budget.law_share)
+    why = ("the law's part of the interval is within fit.law_share of one launch's spread" if narrow else
+           "the budget is spent")
+    return (f"{len(outcome.rungs)} rungs, {sum(r.n for r in outcome.rungs)} runs: {why}; the {p.law.form} law is "
+            f"fitted on B' = {', '.join(map(str, p.law.window))}")
 
 
 def _basis(cfg: Config) -> dict:
     """What a ladder's runs depend on: every section a run reads, and the ladder's own settings."""
     basis = {k: v for k, v in cfg.to_dict().items() if k not in ("sweep", "fit", "experiment")}
     basis["experiment"] = {"seed": cfg.experiment.seed}
-    basis["ladder"] = {"start": cfg.fit.ladder_start, "seeds": cfg.fit.ladder_seeds,
-                       "max_proxy_fraction": cfg.fit.max_proxy_fraction}
     return basis
 
 
-def _reusable_rungs(out: Path | None, basis: dict) -> dict[int, list[dict]]:
-    """{batch size: rows} of an earlier ladder in out with the same basis (complete rungs only)."""
+def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], dict]:
+    """{(batch size, seed): row} of the ladder's own runs in an earlier ladder.json with the same basis."""
     import json
 
     path = out / LADDER_FILE if out is not None else None
@@ -326,11 +356,8 @@ def _reusable_rungs(out: Path | None, basis: dict) -> dict[int, list[dict]]:
         return {}
     if json.loads(json.dumps(basis)) != old.get("basis"):
         return {}
-    by_size: dict[int, list[dict]] = {}
-    for row in old.get("points", []):
-        by_size.setdefault(int(row["batch_size"]), []).append(row)
-    return {b: rows for b, rows in by_size.items() if len(rows) == basis["ladder"]["seeds"]}
+    return {(int(r["batch_size"]), int(r["seed"])): r for r in old.get("points", []) if r.get("source") == "ladder"}
 
 
-__all__ = ["RISE_ALPHA", "Rung", "RiseTest", "rise_test", "Knee", "find_knee", "plan_rungs", "check_ladder",
-           "run_ladder", "ladder_fit", "past_knee", "explain"]
+__all__ = ["LADDER_FILE", "Budget", "budget_of", "Step", "spent", "law_is_narrow", "next_step", "best_seed",
+           "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]

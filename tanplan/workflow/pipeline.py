@@ -1,33 +1,39 @@
-"""`tanplan run`: plan → ladder → sweep → fit → launch, and one report comparing prediction and result.
+"""`tanplan run`: plan → sweep → ladder (the batch law) → launch, and one report comparing prediction and result.
 
 Stages, with `[fit] batch_sizes = "auto"` (the default):
 
 1. plan: the target (B, σ, S) and its exact ε;
-2. ladder (tanplan.workflow.ladder): proxies B' = start, 2·start, ... with the config's own
-   hyper-parameters, until accuracy stops rising with B' (the knee) or the proxy budget runs out;
-3. sweep: hyper-parameters searched at the knee, the smallest rung past it (or --proxy-batch-size);
-4. fit: the law fitted on the rungs past the knee, trained again with the sweep's best configuration
-   (`fit.ladder_seeds` seeds a rung; the ladder's own runs are reused when the best configuration is
-   the config itself);
-5. launch: the one full-scale run of the best configuration.
+2. sweep: hyper-parameters searched on one proxy B'_s (--proxy-batch-size, else [sweep] proxy_batch_size,
+   else the ladder's third rung, 4·fit.ladder_start); its best configurations are re-run over
+   [sweep] seeds fresh seeds and the one with the best mean is chosen, those whose seeds diverged or
+   scatter far more than the others' left aside (tanplan.workflow.sweep.results.ranking);
+3. ladder (tanplan.workflow.ladder): proxies of the chosen configuration, rungs B' = 16, 32, ... and seeds
+   chosen within the ladder's budget until the interval for one launch is as narrow as proxies can make
+   it; the law, the prediction and its interval are tanplan.workflow.batch_law's;
+4. launch: the one full-scale run of the chosen configuration.
 
-With an explicit list, stage 2 is skipped, the sweep runs at the smallest size, and the fit trains every
-size with `fit.seeds` seeds.
+With an explicit list, the ladder is replaced by the fit: every size trained with `fit.seeds` seeds
+(the sweep runs at the smallest size), and the same law and interval.
 
-Never launch blind: when the ladder finds no knee within its budget (then the sweep and fit do not run
-either) or the fit's verdict says the law does not hold, the pipeline stops before the launch. It writes
+The ladder trains the configuration that launches, so the law is that configuration's; the sweep's own
+runs are not reused in the law (the chosen one won partly by luck: its runs are biased upwards).
+
+Never launch blind: when the verdict says the law does not hold (fewer rungs than the law needs within
+the budget, or an interval that leaves [0, 1]) the pipeline stops before the launch. It writes
 summary.json (launched: false, the reason, what to change) and report.md, and returns; `tanplan run`
-then exits with NotLaunched (4). launch_anyway=True goes on (with no knee, the fit uses the top two rungs).
+then exits with NotLaunched (4). launch_anyway=True goes on.
 
 Where the proxies learn ([tuning], tanplan.workflow.tuning): on public data of the same task by default,
 at the target's η_step, so the launch's ε is the whole cost to the private examples; or on the private
-set, and then every release that touched it (ladder rungs, sweep trials and re-runs, fit runs, DP-SNIP,
-the launch) is composed from the runs' ledgers into epsilon_total_rdp / epsilon_total_pld.
+set, and then every release that touched it (sweep trials and re-runs, ladder or fit runs, DP-SNIP,
+the launch) is composed from the runs' ledgers into epsilon_total_rdp / epsilon_total_pld. When the
+proxies are evaluated on another test set than the launch's, the interval counts the difference of the
+two test sets (tanplan.workflow.batch_law.eval_set_variance).
 
 Compute: every proxy run processes B'·S examples; the summary gives each stage's total as a fraction of
-the target's B·S (proxy_compute: ladder, sweep, fit, total; proxy_compute_fraction is the total). Only
-the ladder is bounded by `fit.max_proxy_fraction`: it is the stage whose length is not known in advance.
-The sweep's cost is set by [sweep] (trials, re-runs) and the fit's by the rungs past the knee.
+the target's B·S (proxy_compute: sweep, ladder (or fit), total; proxy_compute_fraction is the total).
+The ladder is bounded by its budget (fit.max_proxy_fraction, fit.min_proxy_budget); the sweep's cost is
+set by [sweep] (trials, re-runs).
 """
 
 from __future__ import annotations
@@ -57,42 +63,44 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     auto = cfg.fit.batch_sizes == "auto"
     validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
                     baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
-    stages = _Stages(auto, baselines, log)
+    stages = _Stages(baselines, log)
     dataset = load_data(cfg)
     plan = target_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
     tune = tuning.resolve(cfg, plan, private=dataset)  # the public set checked against the private one
     out.mkdir(parents=True, exist_ok=True)
     plan_stage(cfg, plan, out, stages)
     tuning_stage(tune, stages)
-    proxies = tune.proxy_cfg  # every proxy (rung, trial, fit run) trains this config: the tuning data
-    # The sweep is checked (space, proxy, Ray address form) before any proxy trains.
-    sweep_check_b = proxy_batch_size or (cfg.fit.ladder_start if auto else min(cfg.fit.batch_sizes))
-    prepare_sweep(proxies, sweep_check_b, trials, None)
+    proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
+    test_sizes = eval_sets(proxies, dataset)
+    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
+    prepare_sweep(proxies, sweep_b, trials, None)  # checked (space, proxy, Ray address form) before any proxy trains
 
-    ladder = ladder_stage(proxies, out, stages) if auto else None
-    if ladder is not None and not ladder["found"] and not launch_anyway:
-        return _not_launched(cfg, plan, out, started, tune, stage="ladder", reason=ladder["reason"],
-                             what_to_change=ladder["what_to_change"], ladder=ladder)
-    sizes = ladder["past_knee"] if auto else list(cfg.fit.batch_sizes)
-
-    sweep_b = proxy_batch_size or min(sizes)
     best_overrides, sweep_examples = sweep_stage(proxies, sweep_b, trials, None, out, stages, address)
     where = "the sweep's best configuration"
     best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
 
-    fit_result, fit_new = fit_stage(proxies, best_proxies, sizes, ladder, out, stages)
-    compute = _compute(plan, ladder, sweep_examples, fit_new)
+    if auto:
+        ladder = ladder_stage(best_proxies, out, stages, test_sizes)
+        fit_result = ladder_fit_result(ladder, out)
+        law_runs = [p for p in ladder["points"] if p.get("source") == "ladder"]
+    else:
+        ladder = None
+        fit_result = fit_stage(best_proxies, out, stages, test_sizes)
+        law_runs = fit_result["points"]
+    compute = _compute(plan, sweep_examples, law_runs, auto)
     if not fit_result["law_holds"] and not launch_anyway:
-        return _not_launched(cfg, plan, out, started, tune, stage="fit", reason=fit_result["verdict"],
-                             what_to_change=fit_result["what_to_change"],
+        return _not_launched(cfg, plan, out, started, tune, stage="ladder" if auto else "fit",
+                             reason=fit_result["verdict"], what_to_change=fit_result["what_to_change"],
                              ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute)
 
     launched = launch_stage(best_cfg, plan, out, stages)
     actual = float(launched["summary"]["test_accuracy"])
-    figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
+    if fit_result.get("model") is not None:
+        figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
     summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
                        accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
-                       anyway=launch_anyway and not _trusted(ladder, fit_result))
+                       anyway=launch_anyway and not fit_result["law_holds"])
+    summary["sweep_choice"] = _sweep_choice(out)
     summary.update(totals(out / "launch", _proxy_folders(out), tune))
     baseline_md = ""
     if baselines and summary["epsilon"] is not None:
@@ -106,6 +114,30 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     return summary
 
 
+def sweep_batch_size(cfg: Config, proxy_batch_size: int | None) -> int:
+    """The sweep's proxy B': --proxy-batch-size, else [sweep] proxy_batch_size, else (ladder) the ladder's third
+    rung below the target, else (explicit list) the smallest size."""
+    if proxy_batch_size or cfg.sweep.proxy_batch_size:
+        return proxy_batch_size or cfg.sweep.proxy_batch_size
+    if cfg.fit.batch_sizes != "auto":
+        return min(cfg.fit.batch_sizes)
+    from tanplan.workflow.ladder import budget_of
+
+    sizes = budget_of(cfg).sizes
+    return sizes[min(2, len(sizes) - 1)]
+
+
+def eval_sets(proxy_cfg: Config, dataset) -> tuple[int | None, int | None]:
+    """(the proxies' test-set size, the launch's) when they differ; (None, None) when the proxies are evaluated
+    on the launch's own test set (the interval then has no test-set term)."""
+    from tanplan.data.dataset import same_test_set
+    from tanplan.engine.setup import load_data
+
+    proxy_data = load_data(proxy_cfg)
+    same = same_test_set(proxy_data, dataset)  # in-memory arrays, or sources read in slices
+    return (None, None) if same else (int(proxy_data.num_test), int(dataset.num_test))
+
+
 # ---------------------------------------------------------------------------------------------------
 # Stages
 
@@ -113,8 +145,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
 class _Stages:
     """Numbered progress lines: [2/5] ladder: ..."""
 
-    def __init__(self, auto: bool, baselines: bool, log):
-        self.total = 4 + int(auto) + int(baselines)
+    def __init__(self, baselines: bool, log):
+        self.total = 4 + int(baselines)
         self.done = 0
         self.log = log
 
@@ -153,18 +185,32 @@ def tuning_stage(tune, stages: _Stages):
 
 
 def _proxy_folders(out: Path) -> list[Path]:
-    return [out / "ladder", out / "sweep" / "trials", out / "fit"]
+    return [out / "sweep" / "trials", out / "ladder", out / "fit"]
 
 
-def ladder_stage(cfg: Config, out: Path, stages: _Stages) -> dict:
+def ladder_stage(cfg: Config, out: Path, stages: _Stages, test_sizes) -> dict:
     from tanplan.workflow.ladder import check_ladder, run_ladder
 
-    f = cfg.fit
-    stages.next(f"ladder: B' from {f.ladder_start}, doubled, × {f.ladder_seeds} seeds, until accuracy stops rising "
-                f"(at most {check_ladder(cfg)[-1]}, ≤ {f.max_proxy_fraction:.4g} of the target's compute)")
-    result = run_ladder(cfg, out / "ladder", log=stages.log)
+    f, budget = cfg.fit, check_ladder(cfg)
+    stages.next(f"ladder: the chosen configuration's proxies, B' from {f.ladder_start} doubled × {f.ladder_seeds} seeds, "
+                f"then rungs or seeds while the law's part of the interval is wide (≤ {budget.per_step:g}·S examples, "
+                f"{budget.per_step / cfg.train.batch_size:.3g} of the target's compute)")
+    result = run_ladder(cfg, out / "ladder", log=stages.log, test_sizes=test_sizes)
     stages.log(f"  {result['reason']}")
     return result
+
+
+def ladder_fit_result(ladder: dict, out: Path) -> dict:
+    """The fit result (fit.json's dict) of the ladder's law: its rows, the prediction, the verdict."""
+    from tanplan.workflow import fit as fit_module
+
+    rows = [p for p in ladder["points"] if p.get("source") == "ladder"]
+    if ladder["prediction"] is None:
+        return {"law_holds": False, "verdict": ladder["reason"], "what_to_change": ladder["what_to_change"],
+                "predicted_accuracy": None, "prediction_interval": None, "points": rows, "law": None, "model": None}
+    # the same rows, law setting, level and test sets as the ladder's last prediction: the same decision
+    return fit_module.fit_rows(rows, ladder["target_batch_size"], out / "fit", level=ladder["prediction"]["level"],
+                               law=ladder["law_setting"], test_sizes=ladder["test_sizes"])
 
 
 def prepare_sweep(cfg: Config, proxy_batch_size: int, trials, dataset):
@@ -187,29 +233,14 @@ def sweep_stage(cfg: Config, proxy_batch_size: int, trials, dataset, out: Path, 
     return dict(best.get("overrides", {})), _sweep_examples(out / "sweep", spec)
 
 
-def fit_stage(cfg: Config, best_cfg: Config, sizes: list[int], ladder: dict | None, out: Path,
-              stages: _Stages) -> tuple[dict, list[dict]]:
-    """The law on `sizes` with the best configuration; (fit result, the proxy runs trained for it).
-
-    The ladder's runs are reused when the best configuration trains exactly as the ladder's did.
-    """
+def fit_stage(cfg: Config, out: Path, stages: _Stages, test_sizes) -> dict:
+    """The law on the explicit fit.batch_sizes, each trained with fit.seeds seeds of the chosen configuration."""
     from tanplan.workflow import fit as fit_module
 
     f = cfg.fit
-    if ladder is None:
-        stages.next(f"fit: B' in {sizes} × {f.seeds} seeds")
-        result = fit_module.fit_batch_law(best_cfg, sizes, f.seeds, out / "fit", level=f.level, law=f.law,
-                                          log=stages.log)
-        return result, result["points"]
-    started = time.perf_counter()
-    if best_cfg == cfg:
-        stages.next(f"fit: B' in {sizes} (the ladder's runs: the best configuration is the config's own)")
-        rows, new = [p for p in ladder["points"] if p["batch_size"] in sizes], []
-    else:
-        stages.next(f"fit: B' in {sizes} × {f.ladder_seeds} seeds, with the best configuration")
-        rows = new = fit_module.train_points(best_cfg, sizes, f.ladder_seeds, out / "fit", log=stages.log)
-    return fit_module.fit_rows(rows, cfg.train.batch_size, out / "fit", level=f.level, law=f.law,
-                               started=started, past_knee=True), new
+    stages.next(f"fit: B' in {list(f.batch_sizes)} × {f.seeds} seeds, with the chosen configuration")
+    return fit_module.fit_batch_law(cfg, list(f.batch_sizes), f.seeds, out / "fit", level=f.level, law=f.law,
+                                    log=stages.log, test_sizes=test_sizes)
 
 
 def launch_stage(best_cfg: Config, plan, out: Path, stages: _Stages) -> dict:
@@ -224,21 +255,27 @@ def launch_stage(best_cfg: Config, plan, out: Path, stages: _Stages) -> dict:
 # Summary, verdicts and the no-launch path
 
 
-def _trusted(ladder: dict | None, fit_result: dict) -> bool:
-    return (ladder is None or ladder["found"]) and fit_result["law_holds"]
-
-
-def _compute(plan, ladder: dict | None, sweep_examples, fit_rows) -> dict:
+def _compute(plan, sweep_examples, law_runs, auto: bool) -> dict:
     """Proxy compute of each stage, as a fraction of the target's B·S (each run: B'·S examples)."""
     target = plan.batch_size * plan.steps
-    parts = {
-        "ladder": sum(p["batch_size"] * p["steps"] for p in ladder["points"]) / target if ladder else 0.0,
-        "sweep": sum(b * s for b, s in sweep_examples) / target,
-        "fit": sum(p["batch_size"] * p["steps"] for p in fit_rows) / target,
-    }
+    law = sum(p["batch_size"] * p["steps"] for p in law_runs) / target
+    parts = {"sweep": sum(b * s for b, s in sweep_examples) / target,
+             "ladder": law if auto else 0.0, "fit": 0.0 if auto else law}
     parts["total"] = sum(parts.values())
-    parts["runs"] = (len(ladder["points"]) if ladder else 0) + len(sweep_examples) + len(fit_rows)
+    parts["runs"] = len(sweep_examples) + len(law_runs)
     return parts
+
+
+def _sweep_choice(out: Path) -> dict | None:
+    """The chosen configuration and its seed spread, from the sweep's best.json."""
+    import json
+
+    path = out / "sweep" / "best.json"
+    if not path.is_file():
+        return None
+    best = json.loads(path.read_text()).get("best") or {}
+    keys = ("overrides", "mean_accuracy", "std_accuracy", "reruns", "search_accuracy", "flags")
+    return {k: best.get(k) for k in keys}
 
 
 def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: bool, actual=None, accounting=None,
@@ -260,14 +297,13 @@ def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: boo
         "proxy_compute": compute, "proxy_compute_fraction": compute["total"] if compute else None,
         "proxy_runs": compute["runs"] if compute else None,
         "best_overrides": best_overrides,
-        "ladder": ({k: ladder[k] for k in ("knee", "found", "past_knee", "reason", "spent_fraction",
-                                           "max_proxy_fraction", "seeds", "alpha")}
-                   | {"rungs": [r["batch_size"] for r in ladder["rungs"]]}) if ladder else None,
-        "fit": {k: fit_result[k] for k in ("a", "b", "r2", "n", "batch_sizes")} if fit_result else None,
+        "ladder": ({k: ladder[k] for k in ("found", "reason", "spent_fraction", "budget_fraction", "seeds", "window",
+                                           "law_share")}
+                   | {"rungs": {r["batch_size"]: r["seeds"] for r in ladder["rungs"]}}) if ladder else None,
         "law_holds": fit_result["law_holds"] if fit_result else None,
         "verdict": fit_result["verdict"] if fit_result else None,
-        "model": fit_result["model"] if fit_result else None,
-        "loglinear_prediction": fit_result["loglinear_prediction"] if fit_result else None,
+        "model": fit_result.get("model") if fit_result else None,
+        "interval_parts": fit_result.get("std_parts") if fit_result else None,
         "launch_wall_seconds": launch_wall,
     }
     return summary
@@ -276,7 +312,7 @@ def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: boo
 def _not_launched(cfg: Config, plan, out: Path, started: float, tune, *, stage: str, reason: str, what_to_change,
                   ladder=None, fit_result=None, best=None, compute=None) -> dict:
     """Write summary.json and report.md of a run stopped before its launch; the summary (launched: false)."""
-    compute = compute or _compute(plan, ladder, [], [])
+    compute = compute or _compute(plan, [], [], ladder is not None)
     summary = _summary(plan, ladder, fit_result, best or {}, compute, launched=False, reason=reason,
                        what_to_change=what_to_change, stage=stage)
     summary.update(totals(None, _proxy_folders(out), tune))
@@ -293,7 +329,7 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first.
 
     The config's names and paths, the --out folder, the tuning data; the ladder's budget or the fit's
-    proxy batch sizes; the sweep's space, Ray address and study (a rerun resumes it); the baselines'
+    proxy batch sizes and seeds; the sweep's space, Ray address and study (a rerun resumes it); the baselines'
     feature files.
     """
     from tanplan.ray_session import check_address
@@ -310,7 +346,7 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     if cfg.fit.batch_sizes == "auto":
         check_ladder(cfg)
     else:
-        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size)  # the sweep trains the smallest of them
+        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
     if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
         raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
                          f"batch train.batch_size = {target}")

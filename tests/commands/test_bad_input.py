@@ -35,7 +35,7 @@ top_k = 0
 learning_rate = [1.0, 2.0]
 [fit]
 batch_sizes = [32, 64]
-seeds = 1
+seeds = 2
 """
 
 
@@ -135,6 +135,7 @@ CASES = [
     (["fit", *TINY, "--set", "fit.seeds=-2", "--out", "{root}/f"], 2, "fit.seeds = -2", False),
     (["fit", *TINY, "--set", "fit.level=5", "--out", "{root}/f"], 2, "fit.level = 5.0", False),
     (["fit", *TINY, "--batch-sizes", "64", "--out", "{root}/f"], 2, "two or more distinct", False),
+    (["fit", *TINY, "--batch-sizes", "32,64", "--seeds", "1", "--out", "{root}/f"], 2, "--seeds 1 is not allowed", False),
     (["fit", *TINY, "--batch-sizes", "64,100000", "--out", "{root}/f"], 2, "proxy batch size 100000", False),
     # launch
     (["launch", *TINY, "--out", "{root}/l", "--backend", "ray", "--address", "notaport"], 2, "use auto, HOST:PORT",

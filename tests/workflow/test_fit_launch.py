@@ -15,11 +15,12 @@ from tanplan.reports.fit import fit_markdown
 
 def test_fit_recovers_the_law_and_trains_each_proxy_at_sigma_scaled_with_b(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
-    train_fn = fake_train()
-    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None)
-    assert result["b"] == pytest.approx(-0.02, abs=0.005)
+    train_fn = fake_train(law=lambda b: 0.85 - 1.0 / b, noise=0.002)
+    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None,
+                                     law="noise")
+    assert result["model"] == "noise" and result["law"]["coef"] == pytest.approx([0.85, -1.0], abs=0.05)
     low, high = result["prediction_interval"]
-    assert low < 0.8 - 0.02 * math.log(512) < high
+    assert low < 0.85 - 1.0 / 512 < high
     sigmas = {p["batch_size"]: p["sigma"] for p in result["points"]}
     assert sigmas[32] == pytest.approx(2 * sigmas[16]) and sigmas[64] == pytest.approx(4 * sigmas[16])
     assert (tmp_path / "fit.json").is_file() and (tmp_path / "scaling_law.png").stat().st_size > 0
@@ -79,23 +80,19 @@ def test_dataset_size_study_keeps_b_sigma_s_and_n_eta_while_epsilon_falls(tmp_pa
 def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
     steep = fake_train(law=lambda b: 0.1 + 0.35 * math.log(b / 16), noise=0.03)
-    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None)
-    assert result["line_at_target"] > 1 and not result["law_holds"]
+    result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None,
+                                     law="log-linear")
+    assert result["law_at_target"] > 1 and not result["law_holds"]
     assert result["predicted_accuracy"] is None and result["prediction_interval"] is None  # not an accuracy
     text = fit_markdown(result)
-    assert "does not hold" in text and "No prediction" in text and "predicted at" not in text
-    flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(), log=lambda *a: None)
+    assert "does not hold" in text and "No prediction" in text and "Predicted for one launch" not in text
+    flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(law=lambda b: 0.8),
+                                   log=lambda *a: None)
     assert flat["law_holds"] and flat["verdict"] is None
 
 
-def test_the_line_leaving_0_1_vetoes_chosen_sizes_but_not_the_ladders_rungs(tmp_path):
-    """A noisy rise over two sizes (slope interval containing 0, flat mean chosen) whose line reaches past 1
-    at the target: refused when the user chose the sizes, trusted when the ladder placed them past the knee."""
-    rows = [{"batch_size": b, "test_accuracy": acc, "steps": 300}
-            for b, acc in ((32, 0.8285), (32, 0.80425), (64, 0.876), (64, 0.8455))]  # the demo's, measured
-    chosen = fit_stage.fit_rows(rows, 4096, None)
-    assert chosen["model"] == "flat" and chosen["line_at_target"] > 1
-    assert not chosen["law_holds"] and "below the knee" in chosen["verdict"]
-    laddered = fit_stage.fit_rows(rows, 4096, None, past_knee=True)
-    assert laddered["law_holds"] and laddered["predicted_accuracy"] == pytest.approx(sum(r["test_accuracy"]
-                                                                                         for r in rows) / 4)
+def test_fewer_than_two_seeds_a_size_is_refused_for_the_law():
+    from tanplan.errors import UsageError
+
+    with pytest.raises(UsageError, match="--seeds 1"):
+        fit_stage.check_batch_sizes([16, 32], 512, seeds=1)

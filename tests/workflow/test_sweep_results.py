@@ -60,7 +60,7 @@ def test_results_rank_the_top_k_by_mean_over_seeds(tmp_path, spec):
 
     assert [r["trial"] for r in summary["ranking"]] == [0, 2]
     best = summary["best"]
-    assert best["trial"] == 0 and summary["ranked_by"] == "mean over re-runs"
+    assert best["trial"] == 0 and summary["ranked_by"].startswith("mean over re-runs") and best["flags"] == []
     assert best["mean_accuracy"] == pytest.approx(0.80)
     assert best["std_accuracy"] == pytest.approx(statistics.stdev([0.79, 0.81, 0.80]))
     assert (best["min_accuracy"], best["max_accuracy"], best["reruns"]) == (0.79, 0.81, 3)
@@ -72,6 +72,26 @@ def test_results_rank_the_top_k_by_mean_over_seeds(tmp_path, spec):
     assert summary["wall_seconds"]["reruns"] == pytest.approx(30.0)
     assert summary["compute_ratio"] == 8.0
     assert json.loads((tmp_path / "best.json").read_text())["best"]["trial"] == 0
+
+
+def test_a_configuration_whose_seeds_spike_or_diverge_is_ranked_after_the_stable_one(tmp_path, spec):
+    import optuna
+
+    # trial 2 has the higher mean, but one of its seeds fell 18 points: its spread is 10× trial 0's
+    (tmp_path / "spike").mkdir()
+    (tmp_path / "div").mkdir()
+    search, reruns = _fill(tmp_path / "spike", spec, TRIALS, {2: [0.90, 0.72, 0.91], 0: [0.79, 0.81, 0.80]})
+    summary = sweep_report.write_results(tmp_path / "spike", spec, search, reruns)
+    assert [r["trial"] for r in summary["ranking"]] == [0, 2]
+    assert summary["ranking"][1]["flags"] and "scatter" in summary["ranking"][1]["flags"][0]
+    assert "scatter" in (tmp_path / "spike" / "sweep.md").read_text()
+    # trial 2 again better on average, but one of its re-runs diverged
+    search, reruns = _fill(tmp_path / "div", spec, TRIALS, {2: [0.83, 0.84], 0: [0.79, 0.81, 0.80]})
+    reruns.add_trial(optuna.trial.create_trial(
+        state=optuna.trial.TrialState.FAIL, params=search.trials[2].params, distributions=to_optuna(spec.dims),
+        user_attrs={"source_trial": 2, "seed": 3002, "status": "diverged", "wall_seconds": 1.0}))
+    summary = sweep_report.write_results(tmp_path / "div", spec, search, reruns)
+    assert summary["best"]["trial"] == 0 and summary["ranking"][1]["flags"] == ["diverged or failed"]
 
 
 def test_sweep_csv_has_one_row_per_trial_with_the_plan(tmp_path, spec):

@@ -66,22 +66,42 @@ def reruns_frame(study, spec: SweepSpec):
     return pd.DataFrame(rows, columns=columns)
 
 
+SPREAD_ALPHA = 0.05  # one-sided level of "this configuration's seeds scatter more than the others'"
+
+
 def ranking(search, reruns_df, spec: SweepSpec) -> list[dict]:
-    """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran)."""
+    """The top-k configurations ranked by mean re-run accuracy (search accuracy when none re-ran), the ones
+    flagged unstable last: a re-run that diverged or failed, or seeds that scatter more than the other
+    configurations' (one-sided F test of its variance against theirs pooled, at SPREAD_ALPHA: with 3
+    seeds it takes a seed far off the others, a spike, not the ordinary scatter of a few seeds). Such a
+    configuration is at the edge of stability and transfers badly to the launch, whose noise is new."""
+    from scipy import stats
+
     ranked = []
     for t in top_trials(search, spec.top_k or 1):
-        accs = [a for a in reruns_df.loc[(reruns_df.source_trial == t.number) & (reruns_df.status == FINISHED),
-                                         METRIC].tolist() if finite(a)]
+        mine = reruns_df[reruns_df.source_trial == t.number]
+        accs = [a for a in mine.loc[mine.status == FINISHED, METRIC].tolist() if finite(a)]
         mean = sum(accs) / len(accs) if accs else None
         std = math.sqrt(sum((a - mean) ** 2 for a in accs) / (len(accs) - 1)) if len(accs) > 1 else None
+        failed = int((mine.status != FINISHED).sum())
         ranked.append({"trial": t.number, "params": dict(t.params), "overrides": overrides(spec.dims, t.params),
                        "search_accuracy": t.value, "seed": t.user_attrs.get("seed"),
-                       "mean_accuracy": mean, "std_accuracy": std,
+                       "mean_accuracy": mean, "std_accuracy": std, "accuracies": accs,
                        "min_accuracy": min(accs) if accs else None, "max_accuracy": max(accs) if accs else None,
-                       "reruns": len(accs)})
+                       "reruns": len(accs), "failed_reruns": failed,
+                       "flags": ["diverged or failed"] if failed else []})
+    for r in ranked:
+        others = [o for o in ranked if o is not r and o["std_accuracy"] is not None]
+        dof = sum(o["reruns"] - 1 for o in others)
+        if r["std_accuracy"] is not None and dof > 0:
+            pooled = sum((o["reruns"] - 1) * o["std_accuracy"] ** 2 for o in others) / dof
+            ratio = r["std_accuracy"] ** 2 / pooled if pooled > 0 else (math.inf if r["std_accuracy"] > 0 else 1.0)
+            if stats.f.sf(ratio, r["reruns"] - 1, dof) < SPREAD_ALPHA:
+                r["flags"].append(f"seeds scatter {math.sqrt(ratio):.1f}× the others' (F test, p < {SPREAD_ALPHA:g})")
     with_mean = [r for r in ranked if r["mean_accuracy"] is not None]
     if with_mean and spec.top_k:
-        ranked = sorted(with_mean, key=lambda r: -r["mean_accuracy"]) + [r for r in ranked if r["mean_accuracy"] is None]
+        ranked = (sorted(with_mean, key=lambda r: (bool(r["flags"]), -r["mean_accuracy"]))
+                  + [r for r in ranked if r["mean_accuracy"] is None])
     return ranked
 
 
@@ -97,7 +117,8 @@ def write_results(out: Path, spec: SweepSpec, search, reruns) -> dict:
     best = ranked[0] if ranked else None
     summary = {
         "best": best,
-        "ranked_by": "mean over re-runs" if best and best["mean_accuracy"] is not None else "search accuracy",
+        "ranked_by": ("mean over re-runs, unstable configurations last" if best and best["mean_accuracy"] is not None
+                      else "search accuracy"),
         "ranking": ranked,
         "target": spec.target,
         "proxy": spec.proxy,

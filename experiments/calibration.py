@@ -1,0 +1,382 @@
+"""Replay the pipeline's decision code on draws from the calibration pools: how often does the interval for
+one launch cover a launch? (docs/calibration.md)
+
+    .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts]
+
+For each setting, every draw climbs the proxy ladder as `tanplan run` does (tanplan.workflow.ladder.climb
+with the defaults of [fit]: the same rule, law, interval and verdict), except that a run is not trained:
+its accuracy is drawn from the pool of measured runs at that B' (seeds drawn without replacement within a
+draw). The launch is a run drawn from the pool of measured launches. Reported per setting:
+
+- refused: draws whose verdict stops the launch;
+- coverage: the probability that the 95% interval of a launched draw covers one launch drawn from the
+  pool (averaged over every launch of the pool: the same expectation as one drawn launch, with less
+  Monte Carlo noise);
+- |pred − launch mean|: median and 90th percentile of the distance to the launch pool's mean;
+- half-width: the mean half-width of the intervals, against the launch pool's own 1.96·std;
+- compute: the ladder's Σ B'·S ÷ the target's B·S (the sweep's trials come on top, as in the pipeline);
+- the launch spread the law estimated (median std) against the launch pool's std.
+
+With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
+coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
+
+The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
+knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
+demo config's 1/8 for mnist1d, the default 1/16 for mnist5k, where it exited 2 before training).
+Draws share runs (a pool holds 8-24 runs a rung and ≥ 10 launches), so they are not independent
+experiments: the figures say how the rule behaves on these measured curves, not on every curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from calibration_pools import POOLS, SETTINGS  # noqa: E402
+
+from tanplan.workflow.batch_law import forms_of  # noqa: E402
+from tanplan.workflow.ladder import budget_of, climb  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Measured runs of one setting: accuracies by proxy B', and the launches at the target B."""
+
+    name: str
+    target_batch_size: int
+    steps: int
+    rungs: dict  # B' -> list of accuracies
+    launches: list
+    test_sizes: tuple = (None, None)
+    failed: int = 0  # runs that diverged (no accuracy)
+
+    @property
+    def launch_mean(self) -> float:
+        return statistics.fmean(self.launches)
+
+    @property
+    def launch_std(self) -> float:
+        return statistics.stdev(self.launches)
+
+
+def load_pool(path: Path, test_sizes=(None, None)) -> Pool:
+    rungs: dict[int, list[float]] = {}
+    launches, target, steps, failed = [], 0, 0, 0
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row["acc"] is None:
+            failed += 1
+            continue
+        if row["kind"] == "launch":
+            launches.append(row["acc"])
+            target, steps = row["b"], row["steps"] or steps
+        else:
+            rungs.setdefault(int(row["b"]), []).append(row["acc"])
+            steps = row["steps"] or steps
+    return Pool(path.stem, target, steps, dict(sorted(rungs.items())), launches, tuple(test_sizes), failed)
+
+
+class Draws:
+    """train(b, seeds) for the ladder: accuracies drawn from the pool without replacement within one draw."""
+
+    def __init__(self, pool: Pool, rng: np.random.Generator):
+        self.order = {b: list(rng.permutation(accs)) for b, accs in pool.rungs.items()}
+        self.used = {b: 0 for b in pool.rungs}
+
+    def __call__(self, b: int, seeds: int) -> list[float]:
+        if b not in self.order or self.used[b] + seeds > len(self.order[b]):
+            raise PoolExhausted(b)
+        out = self.order[b][self.used[b]:self.used[b] + seeds]
+        self.used[b] += seeds
+        return [float(a) for a in out]
+
+
+class PoolExhausted(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One draw: launched or refused, the prediction and interval, the compute spent, the rungs' seeds."""
+
+    launched: bool
+    prediction: float | None
+    low: float | None
+    high: float | None
+    compute: float
+    launch_std: float | None = None
+    form: str | None = None
+    window: tuple = ()
+    seeds: tuple = ()
+    parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
+
+
+def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None) -> Outcome:
+    """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults: the same Budget the pipeline builds,
+    budget_of) on draws from the pool; floor and forms change fit.min_proxy_budget and fit.law (variants)."""
+    from tanplan.config import load_config
+
+    target = pool.target_batch_size
+    f = load_config(None, [f"train.batch_size={target}"]).fit
+    budget = budget_of(load_config(None, [f"train.batch_size={target}"] +
+                                   ([f"fit.min_proxy_budget={floor}"] if floor else [])))
+    outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
+                    forms=forms or forms_of(f.law))
+    compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
+    p = outcome.prediction
+    seeds_used = tuple((r.batch_size, r.n) for r in outcome.rungs)
+    if outcome.refusal is not None:
+        return Outcome(False, None, None, None, compute, seeds=seeds_used)
+    low, high = p.interval
+    return Outcome(True, p.mean, low, high, compute, math.sqrt(p.var_launch), p.law.form, p.law.window, seeds_used,
+                   (p.var_mean, p.var_launch, p.var_misspecification, p.quantile))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The rule before issue 22, for comparison (tanplan 0.x: ladder.find_knee and scaling.fit_log_linear)
+
+
+def previous_rule(pool: Pool, rng, *, start=16, seeds=2, fraction=0.125, alpha=0.25, level=0.95) -> Outcome:
+    """2 seeds a rung from 16, doubled while Σ seeds·B' ≤ fraction·B; stop at the first rise a one-sided
+    pooled t-test (α = 0.25) does not find significant; fit a + b·ln B on the two rungs past the knee
+    (the mean when the slope's 95% interval contains 0) with a t prediction interval; refuse with no
+    knee within the budget or an interval outside [0, 1]."""
+    from scipy import stats
+
+    target, draw = pool.target_batch_size, Draws(pool, rng)
+    rungs, spent, b, knee = [], 0, start, None
+    if seeds * (start + 2 * start) > fraction * target:  # fewer than two rungs fit: it exited 2 before training
+        return Outcome(False, None, None, None, 0.0)
+    while b < target and spent + seeds * b <= fraction * target * (1 + 1e-9):
+        rungs.append((b, draw(b, seeds)))
+        spent += seeds * b
+        if len(rungs) >= 2:
+            (_, lo), (_, hi) = rungs[-2], rungs[-1]
+            t = stats.ttest_ind(hi, lo, equal_var=True, alternative="greater")
+            if not (t.pvalue < alpha):
+                knee = rungs[-2][0]
+                break
+        b *= 2
+    compute = spent / target
+    if knee is None:
+        return Outcome(False, None, None, None, compute)
+    fit = [(bb, a) for bb, accs in rungs[-2:] for a in accs]
+    x = np.log([bb for bb, _ in fit])
+    y = np.array([a for _, a in fit])
+    n, xm = len(y), x.mean()
+    sxx = ((x - xm) ** 2).sum()
+    slope = ((x - xm) * (y - y.mean())).sum() / sxx
+    intercept = y.mean() - slope * xm
+    s = math.sqrt(((y - intercept - slope * x) ** 2).sum() / (n - 2))
+    t = stats.t.ppf(0.5 + level / 2, n - 2)
+    half_slope = t * s / math.sqrt(sxx)
+    if slope - half_slope <= 0 <= slope + half_slope:  # flat: the mean and a new run's interval
+        mean = y.mean()
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * y.std(ddof=1) * math.sqrt(1 + 1 / n)
+    else:
+        x0 = math.log(target)
+        mean = intercept + slope * x0
+        half = t * s * math.sqrt(1 + 1 / n + (x0 - xm) ** 2 / sxx)
+    low, high = mean - half, mean + half
+    if not (0 <= mean <= 1) or low < 0 or high > 1:
+        return Outcome(False, None, None, None, compute)
+    return Outcome(True, mean, low, high, compute, form="flat" if half_slope >= abs(slope) else "log-linear")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Figures of merit
+
+
+@dataclass(frozen=True)
+class Calibration:
+    setting: str
+    rule: str
+    draws: int
+    refused: float
+    coverage: float
+    median_error: float
+    p90_error: float
+    mean_half_width: float
+    pool_half_width: float
+    compute: float
+    launch_std_estimate: float | None
+    launch_std_pool: float
+    launches: int
+
+    def row(self) -> str:
+        est = f"{self.launch_std_estimate:.4f}" if self.launch_std_estimate is not None else "—"
+        if math.isnan(self.coverage):  # every draw refused: nothing launched to measure
+            launched = "— | — | — | —"
+        else:
+            ratio = self.mean_half_width / self.pool_half_width
+            launched = (f"{self.coverage:.3f} | {100 * self.median_error:.2f} | {100 * self.p90_error:.2f} | "
+                        f"{100 * self.mean_half_width:.2f} ({ratio:.2f}×)")
+        return (f"| {self.setting} | {self.rule} | {self.draws} | {self.refused:.3f} | {launched} | "
+                f"{100 * self.pool_half_width:.2f} | {self.compute:.3f} | {est} vs {self.launch_std_pool:.4f} "
+                f"({self.launches}) |")
+
+
+HEADER = ("| setting | rule | draws | refused | coverage | median \\|pred − launch mean\\| (pts) | 90th pct (pts) | "
+          "mean half-width (pts, × pool's) | pool's own 95% half-width (pts) | proxy compute | launch std: "
+          "estimated vs pool (launches) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
+    launched = [o for o in outcomes if o.launched]
+    launches = np.asarray(pool.launches)
+    cover = [float(np.mean((launches >= o.low) & (launches <= o.high))) for o in launched]
+    errors = [abs(o.prediction - pool.launch_mean) for o in launched]
+    halves = [(o.high - o.low) / 2 for o in launched]
+    stds = [o.launch_std for o in launched if o.launch_std is not None]
+    nan = math.nan
+    return Calibration(
+        setting=pool.name, rule=rule, draws=len(outcomes), refused=1 - len(launched) / len(outcomes),
+        coverage=statistics.fmean(cover) if cover else nan,
+        median_error=float(np.median(errors)) if errors else nan,
+        p90_error=float(np.percentile(errors, 90)) if errors else nan,
+        mean_half_width=statistics.fmean(halves) if halves else nan, pool_half_width=1.96 * pool.launch_std,
+        compute=statistics.fmean(o.compute for o in outcomes), launch_std_estimate=float(np.median(stds)) if stds else None,
+        launch_std_pool=pool.launch_std, launches=len(pool.launches))
+
+
+PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std, estimated (pts) | launch pool's std (pts) | "
+                "misspecification std (pts) | t quantile | share of the variance: mean / launch / misspecification | "
+                "half-width ratio | ratio with the launch's std known (1.96, pool's std) | coverage with it known |\n"
+                "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
+    """Markdown: the interval's parts (means over launched draws of each part's std), and what the half-width
+    ratio and coverage would be if the launch's own std were known exactly (the pool's, normal quantile): the
+    law's own part alone sets that floor."""
+    launched = [o for o in outcomes if o.launched and o.parts]
+    if not launched:
+        return f"| {pool.name} | — | — | {100 * pool.launch_std:.2f} | — | — | — | — | — | — |"
+    a = np.array([o.parts for o in launched])
+    var = a[:, :3]
+    shares = (var / var.sum(axis=1, keepdims=True)).mean(axis=0)
+    known = 1.96 * np.sqrt(var[:, 0] + pool.launch_std**2 + var[:, 2])
+    launches = np.asarray(pool.launches)
+    cover = np.mean([np.mean(np.abs(launches - o.prediction) <= h) for o, h in zip(launched, known)])
+    sd = 100 * np.sqrt(var).mean(axis=0)
+    ratio = statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+    return (f"| {pool.name} | {sd[0]:.2f} | {sd[1]:.2f} | {100 * pool.launch_std:.2f} | {sd[2]:.2f} | "
+            f"{a[:, 3].mean():.2f} | {shares[0]:.2f} / {shares[1]:.2f} / {shares[2]:.2f} | {ratio:.2f}× | "
+            f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} |")
+
+
+def replay(pool: Pool, draws: int, seed: int = 0, previous_fraction: float = 0.125,
+           **rule_args) -> tuple[list[Outcome], list[Outcome]]:
+    """(the pipeline's rule, the previous rule) on `draws` draws each."""
+    rng = np.random.default_rng(seed)
+    new = [new_rule(pool, rng, **rule_args) for _ in range(draws)]
+    old = [previous_rule(pool, rng, fraction=previous_fraction) for _ in range(draws)]
+    return new, old
+
+
+def figure(pool: Pool, new: list[Outcome], old: list[Outcome], path: Path, shown: int = 40) -> None:
+    """The pool (every run, rung means ± std), the launches, and `shown` draws' intervals of each rule."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for b, accs in pool.rungs.items():
+        ax.plot([b] * len(accs), accs, ".", color="0.65", ms=3)
+        ax.errorbar([b], [statistics.fmean(accs)], yerr=[statistics.stdev(accs)], fmt="o", color="C0", capsize=3, ms=4)
+    target = pool.target_batch_size
+    from tanplan.workflow.batch_law import predict
+
+    whole = predict([(b, a) for b, accs in pool.rungs.items() for a in accs], target, test_sizes=pool.test_sizes)
+    xs = np.geomspace(min(pool.rungs), target, 80)
+    ax.plot(xs, [whole.law.mean(x) for x in xs], "--", color="C0", lw=1,
+            label=f"the knee law on every run of the pool (knee {whole.law.knee})")
+    ax.plot([target] * len(pool.launches), pool.launches, "_", color="C3", ms=12, mew=1.5, label="launches (pool)")
+    ax.axhline(pool.launch_mean, color="C3", lw=0.6, ls=":")
+    for k, (outs, colour, label, side) in enumerate(((new, "C1", "this rule", 1.35), (old, "C2", "previous rule", 1 / 1.35))):
+        launched = [o for o in outs if o.launched][:shown]
+        xs = target * side * np.exp(np.linspace(-0.12, 0.12, len(launched))) if launched else []
+        for x, o in zip(xs, launched):
+            ax.plot([x, x], [o.low, o.high], color=colour, lw=0.7, alpha=0.6)
+            ax.plot([x], [o.prediction], ".", color=colour, ms=3)
+        ax.plot([], [], color=colour, label=f"{label}: {len(launched)} draws' intervals")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="batch size (proxies B' at the target's η_step and S; launches at B)", ylabel="test accuracy",
+           title=f"{pool.name}: pools, and intervals for one launch")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def pools_table(pools: list[Pool]) -> str:
+    """Markdown: mean ± std (seeds) of every rung and of the launches, one row per pool."""
+    sizes = sorted({b for p in pools for b in p.rungs})
+    lines = ["| setting | target B | " + " | ".join(f"B' = {b}" for b in sizes) + " | launches |",
+             "|---|---|" + "---|" * (len(sizes) + 1)]
+    for p in pools:
+        cells = [f"{statistics.fmean(p.rungs[b]):.3f} ± {statistics.stdev(p.rungs[b]):.3f} ({len(p.rungs[b])})"
+                 if len(p.rungs.get(b, [])) > 1 else "—" for b in sizes]
+        lines.append(f"| {p.name} | {p.target_batch_size} | " + " | ".join(cells) +
+                     f" | {p.launch_mean:.3f} ± {p.launch_std:.3f} ({len(p.launches)}) |")
+    return "\n".join(lines)
+
+
+VARIANTS = {  # the same replay with one setting of [fit] changed
+    "law = noise": {"forms": forms_of("noise")},
+    "law = auto": {"forms": forms_of("auto")},
+    "budget floor 2048": {"floor": 2048},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setting", action="append", choices=sorted(SETTINGS))
+    parser.add_argument("--draws", type=int, default=400)
+    parser.add_argument("--pools", default=str(POOLS))
+    parser.add_argument("--figures", help="write <setting>.png figures into this folder (docs/calibration/)")
+    parser.add_argument("--parts", action="store_true", help="also the interval's parts for the rule of record "
+                        "(docs/calibration.md, 'What the width is made of')")
+    parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
+                        "budget floor of 2048 (docs/calibration.md, 'Variants')")
+    args = parser.parse_args()
+    names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
+    print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
+    print(HEADER)
+    parts = []
+    for name in args.setting or list(SETTINGS):
+        path = Path(args.pools) / f"{name}.jsonl"
+        if not path.is_file():
+            print(f"| {name} | (no pool: experiments/calibration_pools.py --setting {name}) |")
+            continue
+        pool = load_pool(path, SETTINGS[name].test_sizes)
+        new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction)
+        print(evaluate(pool, new, "this rule").row())
+        print(evaluate(pool, old, "previous").row())
+        parts.append(parts_row(pool, new))
+        if args.variants:
+            for label, kwargs in VARIANTS.items():
+                rng = np.random.default_rng(0)
+                print(evaluate(pool, [new_rule(pool, rng, **kwargs) for _ in range(args.draws)], label).row())
+        if args.figures:
+            Path(args.figures).mkdir(parents=True, exist_ok=True)
+            figure(pool, new, old, Path(args.figures) / f"{name}.png")
+    if args.parts:
+        print("\n" + PARTS_HEADER + "\n" + "\n".join(parts))
+
+
+if __name__ == "__main__":
+    main()

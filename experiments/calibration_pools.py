@@ -1,0 +1,156 @@
+"""Train the calibration pools: many seeds of every proxy rung and several launches of one target.
+
+    .venv/bin/python experiments/calibration_pools.py --setting demo [--setting eps1_b2048 ...]
+
+For each setting (SETTINGS below) one JSON line per run is appended to
+experiments/calibration_pools/<setting>.jsonl as the run ends:
+
+    {"kind": "rung" | "launch", "b": B', "seed": s, "acc": ..., "acc_no_ema": ..., "sigma": σ',
+     "steps": S, "diverged_at_step": null, "wall": seconds}
+
+A rerun skips the (kind, b, seed) already in the file, so a killed pool resumes. Proxies train where the
+pipeline's proxies train (the config's [tuning] data, at the target's η_step: tanplan.workflow.tuning),
+launches on the private data, both through THE loop (tanplan.engine.loop.train_and_evaluate) with secret
+noise: each run's noise differs, as in a real launch. Runs are interleaved (round r trains seed r of every
+rung that wants it, and launch r) so that a pool stopped early is still balanced.
+
+experiments/calibration.py replays the pipeline's decision code on draws from these pools
+(docs/calibration.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+POOLS = ROOT / "calibration_pools"
+# The accountant and δ of record (PLD, δ = N^-1.1), given explicitly: a pool must not move with a default.
+PLD = {"privacy.accountant": "pld"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One target and its pools: rungs {B': seeds} at the target's η_step, and `launches` full-scale runs."""
+
+    name: str
+    config: str
+    overrides: dict
+    rungs: dict  # B' -> number of seeds
+    launches: int
+    test_sizes: tuple = (None, None)  # (proxies', launch's) test-set sizes when they differ (batch_law.predict)
+    previous_fraction: float = 1 / 16  # the rule before issue 22: its ladder budget for this config
+    prepare: tuple = field(default=())  # names of data files experiments/mnist5k_halves.py must write first
+
+
+def _delta(n: int) -> float:
+    return n ** -1.1
+
+
+SETTINGS = {
+    s.name: s for s in (
+        Setting("demo", "experiments/mnist1d.toml",
+                {**PLD, "privacy.delta": _delta(16000)},
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000),
+                previous_fraction=0.125),
+        Setting("eps1_b2048", "experiments/mnist1d.toml",
+                {**PLD, "privacy.delta": _delta(16000), "privacy.epsilon": 1.0, "train.batch_size": 2048},
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 3}, launches=8, test_sizes=(4000, 4000),
+                previous_fraction=0.125),
+        Setting("mnist5k", "experiments/mnist5k.toml",
+                {**PLD, "privacy.delta": _delta(2000)},
+                {16: 16, 32: 16, 64: 12, 128: 10, 256: 8}, launches=8,
+                prepare=("mnist5k_halves",)),
+    )
+}
+
+
+def schedule(setting: Setting) -> list[tuple[str, int, int]]:
+    """(kind, b, seed) in the interleaved order: round r = seed r of every rung that wants it, then launch r."""
+    rounds = max([*setting.rungs.values(), setting.launches])
+    order = []
+    for r in range(rounds):
+        order += [("rung", b, r) for b, n in sorted(setting.rungs.items()) if r < n]
+        if r < setting.launches:
+            order.append(("launch", 0, r))
+    return order
+
+
+def done_keys(path: Path) -> set[tuple[str, int, int]]:
+    if not path.is_file():
+        return set()
+    keys = set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            keys.add((row["kind"], int(row["b"]) if row["kind"] == "rung" else 0, int(row["seed"])))
+    return keys
+
+
+def configs(setting: Setting):
+    """(the launch's config, the proxies' config) exactly as `tanplan run` builds them."""
+    from tanplan.config import load_config
+    from tanplan.engine.setup import load_data
+    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.workflow import tuning
+
+    cfg = load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
+    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), load_data(cfg).num_train).plan
+    tune = tuning.resolve(cfg, plan)
+    return cfg, tune.proxy_cfg, plan
+
+
+def run_pool(setting: Setting, out: Path, log=print) -> None:
+    from tanplan.engine.loop import train_and_evaluate
+    from tanplan.errors import TrainingDiverged
+
+    for name in setting.prepare:
+        if name == "mnist5k_halves":
+            from mnist5k_halves import write_halves
+
+            write_halves()
+    cfg, proxy_cfg, plan = configs(setting)
+    log(f"{setting.name}: B={plan.batch_size} S={plan.steps} σ={plan.sigma:.6g} δ={plan.delta:.6g} "
+        f"ε={plan.epsilon(plan.accountant):.4g} ({plan.accountant})")
+    done = done_keys(out)
+    for kind, b, seed in schedule(setting):
+        if (kind, b, seed) in done:
+            continue
+        run_cfg = (proxy_cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": seed}) if kind == "rung"
+                   else cfg.with_overrides({"train.proxy_batch_size": 0, "experiment.seed": seed}))
+        started = time.perf_counter()
+        try:
+            summary = train_and_evaluate(run_cfg, None, progress=False)
+        except TrainingDiverged as err:  # a run that diverges is part of the pool: its accuracy is None
+            summary = {"test_accuracy": None, "sigma": None, "steps": None, "diverged_at_step": str(err)}
+        row = {"kind": kind, "b": b if kind == "rung" else plan.batch_size, "seed": seed,
+               "acc": summary["test_accuracy"], "acc_no_ema": summary.get("test_accuracy_no_ema"),
+               "sigma": summary["sigma"], "steps": summary["steps"],
+               "diverged_at_step": summary.get("diverged_at_step"), "wall": time.perf_counter() - started}
+        log(json.dumps(row))
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setting", action="append", required=True, choices=sorted(SETTINGS))
+    parser.add_argument("--out-dir", default=str(POOLS))
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+
+    from tanplan.runtime import configure_process
+
+    configure_process()
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in args.setting:
+        run_pool(SETTINGS[name], out_dir / f"{name}.jsonl", log=lambda line: print(line, flush=True))
+
+
+if __name__ == "__main__":
+    main()

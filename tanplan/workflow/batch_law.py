@@ -1,0 +1,509 @@
+"""The batch law and its prediction for ONE launch: pure functions of (batch size, accuracy) rows.
+
+Proxies (B', σ·B'/B, S) run at the target's per-step signal-to-noise η_step: the DP noise in each step's
+averaged gradient is the same as the target's, and what differs is the sampling noise of B' clipped
+gradients, whose variance falls as 1/B'. So accuracy rises with B' and levels off (TAN, Sander et al.
+2023). Forms of the law, accuracy against the proxy batch B':
+
+- ``knee``: a − b·max(0, ln(k/B')), b ≥ 0: rising in ln B' up to a knee k, flat past it; k is the rung
+  that fits best (least squares over the rungs; k at the first rung is the flat law). Every rung is
+  used: those below the knee place it, those past it average into the plateau a, which is the
+  prediction at the target;
+- ``noise``: a + c/B', the sampling-noise term alone; it bends too, more slowly, and keeps a slow rise
+  past any knee (the target, at 1/B ≈ 0, lies next to the largest rungs: an interpolation in 1/B');
+- ``flat``: a (the paper's CIFAR-10 finding past the knee; the knee form with k at the first rung);
+- ``log-linear``: a + b·ln B' (the paper's ImageNet law; it extrapolates ln(B/B'_max) beyond the data).
+
+`[fit] law = "knee"` is the default: on the calibration pools (docs/calibration.md, where the launches
+are held-out data) it predicted the launches best, and the noise law, fitted on the same rungs, landed
+1-2 points above them. `law = "auto"` chooses between knee and noise by forward held-out error (each
+rung predicted from the rungs below it, as the law predicts the target from the rungs below it): the
+knee law unless its held-out error exceeds seed noise by more than the noise law's. The line is never
+chosen automatically: a few held-out rungs cannot tell a real slope from seed noise, and the line
+extrapolates that noise over every doubling to the target.
+
+Each form is fitted by weighted least squares on the rung means, rung k weighted by n_k/s̃_k² (its seeds
+over their variance, shrunk toward the pooled variance: below a knee the seeds scatter more), on the
+widest window of rungs B'_min, ..., B'_max where it passes a lack-of-fit test (the scatter of the rung
+means around the law against the seeds' scatter, at LACK_OF_FIT_ALPHA).
+
+The interval is for one launch at B, whose accuracy is the law's mean at B plus the launch's own
+run-to-run scatter plus whatever the law gets wrong:
+
+    Var = Var(law's mean at B)            the fitted coefficients' uncertainty (seed noise of the rungs)
+        + Var(one launch)                 its own spread: the seeds' variance where the law meets the target
+                                          (the plateau's rungs; the noise law's window), v0 + v1/B at B
+        + Var(misspecification)           forward held-out error in excess of what seed noise explains
+
+The launch's spread is taken from the proxies because at constant η_step each step of a proxy carries the
+target's DP noise (docs/calibration.md checks it against pools of launches). When the proxies are
+evaluated on another test set than the launch's, the two sets differ by a fixed amount the proxies
+cannot show; its binomial size is reported beside the interval (eval_set_variance), not in it.
+
+Everything here is pure (numpy/scipy, no training): tanplan.workflow.ladder drives it through the engine
+and experiments/calibration.py replays it on pools of measured runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+FORMS = ("knee", "noise", "flat", "log-linear")
+AUTO_FORMS = ("knee", "noise")  # law "auto" chooses between these by held-out error
+LACK_OF_FIT_ALPHA = 0.05  # a form "fits" a window unless its lack-of-fit test rejects at this level
+MIN_WINDOW = 3  # rungs a law is fitted on when it has a choice: two for its coefficients, one more to hold out
+HELD_OUT_FROM = 2  # rungs below the first held-out one: the third rung of a window and up are predicted
+SHRINK_DOF = 4  # a rung's variance is shrunk toward the pooled one as if the pool had this many more seeds
+SPREAD_ALPHA = 0.05  # the part of the seeds' variance that falls with B' (v1) is kept when significant here
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rows and rungs
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One proxy batch size and the test accuracy of each of its seeds."""
+
+    batch_size: int
+    accuracies: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.accuracies)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.accuracies) / len(self.accuracies)
+
+    @property
+    def std(self) -> float:
+        """Sample standard deviation (n − 1); 0 for one seed."""
+        n = len(self.accuracies)
+        if n < 2:
+            return 0.0
+        return math.sqrt(sum((a - self.mean) ** 2 for a in self.accuracies) / (n - 1))
+
+
+def rungs_of(rows: Iterable[tuple[int, float]]) -> list[Rung]:
+    """(batch size, accuracy) rows grouped into rungs, in increasing batch size.
+
+        >>> [(r.batch_size, r.n) for r in rungs_of([(32, 0.8), (16, 0.7), (32, 0.82)])]
+        [(16, 1), (32, 2)]
+    """
+    by_size: dict[int, list[float]] = {}
+    for b, acc in rows:
+        by_size.setdefault(int(b), []).append(float(acc))
+    return [Rung(b, tuple(by_size[b])) for b in sorted(by_size)]
+
+
+def pooled_variance(rungs: Sequence[Rung]) -> tuple[float, int]:
+    """(pooled within-rung variance of the seeds, its degrees of freedom Σ(n_k − 1))."""
+    dof = sum(r.n - 1 for r in rungs)
+    if dof <= 0:
+        return 0.0, 0
+    return sum((r.n - 1) * r.std**2 for r in rungs) / dof, dof
+
+
+def shrunk_variances(rungs: Sequence[Rung]) -> np.ndarray:
+    """Each rung's seed variance shrunk toward the pooled one: ((n_k − 1)·s_k² + SHRINK_DOF·s²)/(n_k − 1 +
+    SHRINK_DOF). A rung of 4 seeds alone gives its variance within a factor of 3; pooling the rungs
+    assumes they scatter alike, which they do not below a knee."""
+    pooled, _ = pooled_variance(rungs)
+    floor = max(pooled, 1e-12) * 1e-3
+    return np.array([max(((r.n - 1) * r.std**2 + SHRINK_DOF * pooled) / (r.n - 1 + SHRINK_DOF), floor)
+                     for r in rungs])
+
+
+# ---------------------------------------------------------------------------------------------------
+# One launch's own spread: the seeds' variance against B'
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    """Run-to-run variance of one proxy against B': v(B') = v0 + v1/B' (v0, v1 ≥ 0).
+
+    At constant η_step every proxy step carries the target's DP noise, which scatters runs alike at every
+    B' (v0), and the sampling noise of B' gradients adds a part that falls as 1/B' (v1/B'). A launch at B
+    scatters by v(B). Fitted by weighted least squares on the rungs' sample variances s_k² (weights
+    (n_k − 1)/(2·v(B'_k)²): Var(s²) = 2σ⁴/(n − 1) for Gaussian seeds), twice, the second with the first's
+    v(B'_k). v1 is kept only when a one-sided z test finds it above 0 at SPREAD_ALPHA; otherwise v is the
+    pooled variance (extrapolating a fall that the data do not show would only add uncertainty).
+    """
+
+    v0: float
+    v1: float
+    cov: tuple[tuple[float, float], tuple[float, float]]  # of (v0, v1)
+    dof: int  # Σ(n_k − 1)
+
+    def at(self, b: float) -> float:
+        return self.v0 + self.v1 / b
+
+    def effective_dof(self, b: float) -> float:
+        """Degrees of freedom of v(b): all the seeds' for the pooled variance; Satterthwaite's 2·v(b)²/Var(v̂(b))
+        when v1 is fitted (within [2, dof])."""
+        if self.v1 == 0:
+            return float(max(self.dof, 1))
+        a = np.array([1.0, 1.0 / b])
+        var = float(a @ np.asarray(self.cov) @ a)
+        return float(min(max(2 * self.at(b) ** 2 / var, 2.0), max(self.dof, 2))) if var > 0 else float(self.dof)
+
+    def to_dict(self) -> dict:
+        return {"v0": self.v0, "v1": self.v1, "dof": self.dof}
+
+
+def fit_spread(rungs: Sequence[Rung], alpha: float = SPREAD_ALPHA) -> Spread:
+    """The seeds' variance against B' (see Spread) on these rungs.
+
+        >>> flat = fit_spread([Rung(b, (0.80, 0.82, 0.84)) for b in (16, 64, 256)])
+        >>> flat.v1, round(flat.v0, 6), flat.effective_dof(4096)
+        (0.0, 0.0004, 6.0)
+    """
+    from scipy import stats
+
+    rs = [r for r in rungs if r.n >= 2]
+    dof = sum(r.n - 1 for r in rs)
+    pooled, _ = pooled_variance(rs)
+    flat = Spread(v0=pooled, v1=0.0, cov=((2 * pooled**2 / max(dof, 1), 0.0), (0.0, 0.0)), dof=dof)
+    if len({r.batch_size for r in rs}) < 2 or pooled <= 0:
+        return flat
+    n1 = np.array([r.n - 1 for r in rs], dtype=float)
+    s2 = np.array([r.std**2 for r in rs])
+    a = np.stack([[1.0, 1.0 / r.batch_size] for r in rs])
+    fitted = np.full(len(rs), pooled)
+    for _ in range(2):
+        w = n1 / (2 * np.maximum(fitted, pooled * 1e-3) ** 2)
+        cov = np.linalg.pinv(a.T @ (w[:, None] * a))
+        v0, v1 = cov @ a.T @ (w * s2)
+        fitted = v0 + v1 * a[:, 1]
+    if v1 <= 0 or v0 < 0 or v1 / math.sqrt(max(cov[1, 1], 1e-300)) < stats.norm.ppf(1 - alpha):
+        return flat
+    return Spread(v0=float(v0), v1=float(v1),
+                  cov=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))), dof=dof)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One form fitted on one window
+
+
+def features(form: str, b: float, knee: int | None = None) -> np.ndarray:
+    """The regressors of a form at batch size b (the knee form needs its knee)."""
+    if form == "noise":
+        return np.array([1.0, 1.0 / b])
+    if form == "log-linear":
+        return np.array([1.0, math.log(b)])
+    if form == "flat":
+        return np.array([1.0])
+    if form == "knee":
+        return np.array([1.0, -max(0.0, math.log(knee / b))])
+    raise ValueError(f"unknown form {form!r}; valid: {', '.join(FORMS)}")
+
+
+def coefficients(form: str) -> int:
+    return {"flat": 1}.get(form, 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Law:
+    """One form fitted by weighted least squares on the rung means of its window (weights n_k/s̃_k²):
+    coef and (XᵀWX)⁻¹, so Var(law's mean at b) = x(b)ᵀ(XᵀWX)⁻¹x(b)."""
+
+    form: str
+    window: tuple[int, ...]
+    knee: int | None  # the knee form's k (its plateau: rungs ≥ k)
+    coef: tuple[float, ...]
+    xtx_inv: tuple[tuple[float, ...], ...]
+    lack_of_fit_p: float | None  # None when the window has no spare rung or no seed scatter
+
+    def x(self, b: float) -> np.ndarray:
+        return features(self.form, b, self.knee)
+
+    def mean(self, b: float) -> float:
+        return float(self.x(b) @ np.asarray(self.coef))
+
+    def mean_variance(self, b: float) -> float:
+        x = self.x(b)
+        return float(x @ np.asarray(self.xtx_inv) @ x)
+
+    def to_dict(self) -> dict:
+        return {"form": self.form, "window": list(self.window), "knee": self.knee, "coef": list(self.coef),
+                "lack_of_fit_p": self.lack_of_fit_p}
+
+
+def _weighted_fit(rungs: Sequence[Rung], form: str, knee: int | None, v: np.ndarray):
+    x = np.stack([features(form, r.batch_size, knee) for r in rungs])
+    w = np.array([r.n for r in rungs], dtype=float) / v
+    y = np.array([r.mean for r in rungs])
+    xtx_inv = np.linalg.pinv(x.T @ (w[:, None] * x))
+    coef = xtx_inv @ x.T @ (w * y)
+    return coef, xtx_inv, float((w * (y - x @ coef) ** 2).sum())
+
+
+def fit_form(rungs: Sequence[Rung], form: str) -> Law:
+    """The form fitted on these rungs (a window), with its lack-of-fit test: Σ n_k(ȳ_k − ŷ_k)²/s̃_k² over the
+    K − p spare rungs against F(K − p, the seeds' degrees of freedom). The knee form tries every rung as
+    its knee and keeps the best fit (the first rung: flat).
+
+        >>> law = fit_form([Rung(b, (0.9 - 1 / b - 0.01, 0.9 - 1 / b + 0.01)) for b in (16, 32, 64)], "noise")
+        >>> round(law.mean(4096), 4), round(law.coef[1], 4)
+        (0.8998, -1.0)
+        >>> hinge = [Rung(b, (acc - 0.01, acc + 0.01)) for b, acc in ((16, 0.75), (32, 0.8), (64, 0.85), (128, 0.85))]
+        >>> law = fit_form(hinge, "knee")
+        >>> law.knee, round(law.mean(4096), 4)
+        (64, 0.85)
+    """
+    from scipy import stats
+
+    rungs = sorted(rungs, key=lambda r: r.batch_size)
+    p = coefficients(form)
+    if len(rungs) < p:
+        raise ValueError(f"the {form} form needs {p} rungs or more")
+    v = shrunk_variances(rungs)
+    knees = [r.batch_size for r in rungs] if form == "knee" else [None]  # k at the first rung: flat
+    fits = [(_weighted_fit(rungs, form, k, v), k) for k in knees]
+    if form == "knee":  # a knee is a rise then a plateau: a falling "rise" is the flat law (k at the first rung)
+        fits = [f for f in fits if f[1] == rungs[0].batch_size or f[0][0][1] > 0]
+    (coef, xtx_inv, chi2), knee = min(fits, key=lambda f: f[0][2] - 1e-15 * (f[1] or 0))
+    _, dof = pooled_variance(rungs)
+    spare = len(rungs) - p - (1 if form == "knee" else 0)  # the knee's place costs a degree of freedom
+    lof_p = float(stats.f.sf(chi2 / spare, spare, dof)) if spare > 0 and dof > 0 else None
+    return Law(form=form, window=tuple(r.batch_size for r in rungs), knee=knee,
+               coef=tuple(float(c) for c in coef), xtx_inv=tuple(tuple(float(e) for e in row) for row in xtx_inv),
+               lack_of_fit_p=lof_p)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldOut:
+    """Forward held-out errors: each rung's mean predicted by the form fitted on the window's rungs below it
+    (the law predicts a larger batch than it saw, so it is tested the same way)."""
+
+    form: str
+    batch_sizes: tuple[int, ...]  # the rungs held out
+    errors: tuple[float, ...]  # prediction − rung mean
+    expected: tuple[float, ...]  # each error's variance if the form were exact (seed noise only)
+
+    def where(self, keep) -> "HeldOut":
+        """Only the held-out rungs where keep(i) is true."""
+        idx = [i for i in range(len(self.errors)) if keep(i)]
+        return HeldOut(form=self.form, batch_sizes=tuple(self.batch_sizes[i] for i in idx),
+                       errors=tuple(self.errors[i] for i in idx), expected=tuple(self.expected[i] for i in idx))
+
+    def mse(self, sizes: Iterable[int] | None = None) -> float:
+        keep = set(self.batch_sizes if sizes is None else sizes)
+        errs = [e for b, e in zip(self.batch_sizes, self.errors) if b in keep]
+        return float(np.mean(np.square(errs))) if errs else math.inf
+
+    @property
+    def excess(self) -> float:
+        """Held-out squared error beyond what seed noise explains (≥ 0): the misspecification estimate."""
+        if not self.errors:
+            return 0.0
+        return max(0.0, float(np.mean(np.square(self.errors) - np.asarray(self.expected))))
+
+
+def held_out(rungs: Sequence[Rung], form: str) -> HeldOut:
+    """Predict each rung of the window from the rungs below it (the third rung and up).
+
+        >>> h = held_out([Rung(b, (0.9 - 1 / b - 0.01, 0.9 - 1 / b + 0.01)) for b in (16, 32, 64, 128, 256)], "noise")
+        >>> h.batch_sizes, round(max(map(abs, h.errors)), 9)
+        ((64, 128, 256), 0.0)
+    """
+    rungs = sorted(rungs, key=lambda r: r.batch_size)
+    v = shrunk_variances(rungs)
+    sizes, errors, expected = [], [], []
+    for k in range(HELD_OUT_FROM, len(rungs)):
+        law = fit_form(rungs[:k], form)
+        rung = rungs[k]
+        sizes.append(rung.batch_size)
+        errors.append(law.mean(rung.batch_size) - rung.mean)
+        expected.append(law.mean_variance(rung.batch_size) + v[k] / rung.n)
+    return HeldOut(form=form, batch_sizes=tuple(sizes), errors=tuple(errors), expected=tuple(expected))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The law of record and the interval for one launch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """One form on its window: the law, its forward held-out errors, the launch's spread where it meets the
+    target, and Var(law's mean at the target)."""
+
+    law: Law
+    held: HeldOut
+    spread: Spread
+    var_mean: float
+
+    def to_dict(self) -> dict:
+        return {"form": self.law.form, "window": list(self.law.window), "knee": self.law.knee,
+                "lack_of_fit_p": self.law.lack_of_fit_p, "held_out": dict(zip(self.held.batch_sizes, self.held.errors)),
+                "held_out_excess": self.held.excess, "var_mean": self.var_mean}
+
+
+def window_of(rungs: Sequence[Rung], form: str, alpha: float = LACK_OF_FIT_ALPHA) -> list[Rung]:
+    """The widest window of rungs B'_min and above (MIN_WINDOW or more; all rungs when fewer) on which the form
+    passes its lack-of-fit test; with none, the narrowest (its misfit then shows in the held-out error)."""
+    rungs = sorted(rungs, key=lambda r: r.batch_size)
+    size = max(min(MIN_WINDOW, len(rungs)), coefficients(form))
+    starts = range(len(rungs) - size + 1)
+    for start in starts:
+        p = fit_form(rungs[start:], form).lack_of_fit_p
+        if p is None or p >= alpha:
+            return list(rungs[start:])
+    return list(rungs[starts[-1]:]) if len(starts) else list(rungs)
+
+
+def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> Candidate:
+    """The form on its window, with the spread of the rungs where it meets the target: the knee form's
+    plateau (rungs ≥ k, or the top two when the plateau is one rung), every rung of the window otherwise."""
+    window = window_of(rungs, form)
+    law = fit_form(window, form)
+    held, regime = held_out(window, form), window
+    if form == "knee":
+        regime = [r for r in window if r.batch_size >= law.knee]
+        regime = regime if len(regime) >= 2 else window[-2:]
+        # The knee law claims the plateau goes on past its knee k: the rungs past k, each predicted from the
+        # rungs below it (k among them), test that claim; errors within the rise do not bear on the target.
+        # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
+        past = held.where(lambda i: held.batch_sizes[i] > law.knee)
+        held = past if past.errors else held
+    return Candidate(law=law, held=held, spread=fit_spread(regime), var_mean=law.mean_variance(target_batch_size))
+
+
+def choose(cands: Sequence[Candidate]) -> Candidate:
+    """The law of record: the candidate whose held-out error exceeds what seed noise explains the least (its
+    misspecification), the first form (the knee) on a tie. A few held-out rungs cannot tell the forms'
+    errors apart at the scale of seed noise, so the knee law stands unless its own errors show it wrong
+    (a curve still rising past its apparent knee), and then the noise law, which keeps rising, may take over."""
+    return min(enumerate(cands), key=lambda ic: (ic[1].held.excess, ic[0]))[1]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prediction:
+    """The launch's expected accuracy at the target and a `level` interval for ONE launch, with its parts."""
+
+    target_batch_size: int
+    chosen: Candidate
+    mean: float
+    var_mean: float  # the law's mean at B: coefficients' uncertainty
+    var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
+    var_misspecification: float  # the forward held-out error beyond seed noise
+    var_test_sets: float  # NOT in the interval: proxies and launch evaluated on different test sets (binomial)
+    level: float
+    quantile: float  # Student t at `level`, the launch spread's degrees of freedom
+    candidates: tuple[Candidate, ...] = field(default=())
+
+    @property
+    def law(self) -> Law:
+        return self.chosen.law
+
+    @property
+    def spread(self) -> Spread:
+        return self.chosen.spread
+
+    @property
+    def variance(self) -> float:
+        return self.var_mean + self.var_launch + self.var_misspecification
+
+    @property
+    def half_width(self) -> float:
+        return self.quantile * math.sqrt(self.variance)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.mean - self.half_width, self.mean + self.half_width
+
+    def to_dict(self) -> dict:
+        low, high = self.interval
+        return {
+            "predicted_accuracy": self.mean, "prediction_interval": [low, high], "level": self.level,
+            "half_width": self.half_width, "quantile": self.quantile, "form": self.law.form,
+            "window": list(self.law.window), "law": self.law.to_dict(), "spread": self.spread.to_dict(),
+            "parts": {"mean": self.var_mean, "launch": self.var_launch, "misspecification": self.var_misspecification},
+            "std_parts": {"mean": math.sqrt(self.var_mean), "launch": math.sqrt(self.var_launch),
+                          "misspecification": math.sqrt(self.var_misspecification)},
+            "test_sets_std": math.sqrt(self.var_test_sets),
+            "held_out": {"batch_sizes": list(self.chosen.held.batch_sizes), "errors": list(self.chosen.held.errors),
+                         "excess": self.chosen.held.excess},
+            "candidates": [c.to_dict() for c in self.candidates], "target_batch_size": self.target_batch_size,
+        }
+
+
+def forms_of(law: str) -> tuple[str, ...]:
+    """The candidate forms of a [fit] law setting: "auto" → AUTO_FORMS, a form → itself.
+
+        >>> forms_of("auto"), forms_of("knee")
+        (('knee', 'noise'), ('knee',))
+    """
+    if law == "auto":
+        return AUTO_FORMS
+    if law not in FORMS:
+        raise ValueError(f"unknown law {law!r}; valid: auto, {', '.join(FORMS)}")
+    return (law,)
+
+
+def eval_set_variance(accuracy: float, proxy_test_size: int | None, launch_test_size: int | None) -> float:
+    """Var of the difference between two independent test sets' accuracies of one model (binomial):
+    p(1 − p)(1/n_proxy + 1/n_launch); 0 when the proxies are evaluated on the launch's own test set
+    (sizes None).
+
+        >>> round(eval_set_variance(0.8, 4000, 4000) ** 0.5, 4)
+        0.0089
+    """
+    if not proxy_test_size or not launch_test_size:
+        return 0.0
+    p = min(max(accuracy, 0.0), 1.0)
+    return p * (1 - p) * (1 / proxy_test_size + 1 / launch_test_size)
+
+
+def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level: float = 0.95,
+            forms: Sequence[str] = ("knee",), test_sizes: tuple[int | None, int | None] = (None, None)) -> Prediction:
+    """The law of record and its interval for one launch at target_batch_size (see the module docstring).
+
+    rows: (B', accuracy) of every proxy run (two rungs or more, each with ≥ 2 seeds). forms: the candidate
+    forms (one form forces it). test_sizes: (the proxies' test-set size, the launch's) when they are
+    evaluated on different test sets.
+
+        >>> rows = [(b, acc + e) for b, acc in ((16, 0.75), (32, 0.8), (64, 0.85), (128, 0.85)) for e in (-0.01, 0, 0.01)]
+        >>> p = predict(rows, 4096)
+        >>> p.law.form, p.law.knee, round(p.mean, 3)
+        ('knee', 64, 0.85)
+    """
+    from scipy import stats
+
+    rungs = rungs_of(rows)
+    if len(rungs) < 2:
+        raise ValueError(f"the law needs two rungs or more; got {len(rungs)}")
+    if any(r.n < 2 for r in rungs):
+        raise ValueError("every rung needs two seeds or more (their scatter is the launch's spread)")
+    forms = [f for f in forms if coefficients(f) <= len(rungs)] or ["flat"]
+    cands = [candidate(rungs, form, target_batch_size) for form in forms]
+    chosen = choose(cands)
+    mean = chosen.law.mean(target_batch_size)
+    quantile = float(stats.t.ppf(0.5 + level / 2, chosen.spread.effective_dof(target_batch_size)))
+    return Prediction(target_batch_size=target_batch_size, chosen=chosen, mean=mean, var_mean=chosen.var_mean,
+                      var_launch=chosen.spread.at(target_batch_size), var_misspecification=chosen.held.excess,
+                      var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
+                      candidates=tuple(cands))
+
+
+def verdict(prediction: Prediction) -> tuple[str, str] | None:
+    """None when the prediction can be launched on; else (why not, what to change)."""
+    low, high = prediction.interval
+    where = f"over B' = {', '.join(map(str, prediction.law.window))} for B = {prediction.target_batch_size}"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"the interval {where} is unbounded", "train more seeds or more rungs"
+    if not 0.0 <= prediction.mean <= 1.0 or low < 0.0 or high > 1.0:
+        return (f"the batch law does not hold {where}: its interval for one launch, [{low:.3f}, {high:.3f}], "
+                "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction so the ladder climbs further")
+    return None
+
+
+__all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
+           "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
+           "held_out", "Candidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "predict",
+           "verdict"]

@@ -1,0 +1,90 @@
+"""experiments/calibration.py: the replay of the pipeline's decision code on a tiny pool, and its figures of
+merit computed by hand (docs/calibration.md's table comes from these functions)."""
+
+import json
+import statistics
+import sys
+
+import numpy as np
+import pytest
+from helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "experiments"))
+
+import calibration  # noqa: E402
+from calibration import Draws, Outcome, PoolExhausted, evaluate, load_pool, new_rule, previous_rule  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """A pool as calibration_pools.py writes it: 12 seeds a rung of a curve rising 4 points a doubling to a knee
+    at 64 and flat at 0.86 past it, 8 launches at 0.86, one diverged run."""
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("pools") / "tiny.jsonl"
+    curve = lambda b: 0.86 - 0.04 * max(0.0, np.log2(64 / b))  # noqa: E731
+    lines = [{"kind": "rung", "b": b, "seed": s, "acc": curve(b) + rng.normal(0, 0.01), "steps": 30}
+             for b in (16, 32, 64, 128, 256) for s in range(12)]
+    lines += [{"kind": "launch", "b": 1024, "seed": s, "acc": 0.86 + rng.normal(0, 0.01), "steps": 30}
+              for s in range(8)]
+    lines.append({"kind": "launch", "b": 1024, "seed": 8, "acc": None, "steps": None})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return load_pool(path, (None, None))
+
+
+def test_the_pool_loads_by_rung_and_keeps_diverged_runs_out(pool):
+    assert pool.target_batch_size == 1024 and pool.steps == 30 and pool.failed == 1
+    assert sorted(pool.rungs) == [16, 32, 64, 128, 256] and all(len(v) == 12 for v in pool.rungs.values())
+    assert len(pool.launches) == 8 and pool.launch_std == pytest.approx(statistics.stdev(pool.launches))
+
+
+def test_a_draw_takes_seeds_without_replacement_and_says_when_the_pool_runs_out(pool):
+    draw = Draws(pool, np.random.default_rng(1))
+    taken = draw(16, 5) + draw(16, 7)
+    assert sorted(taken) == sorted(pool.rungs[16])  # all 12, each once
+    with pytest.raises(PoolExhausted):
+        draw(16, 1)
+
+
+def test_figures_of_merit_are_the_ones_computed_by_hand(pool):
+    launches = np.asarray(pool.launches)
+    outcomes = [Outcome(True, 0.86, 0.855, 0.865, 0.5, 0.01), Outcome(False, None, None, None, 0.7),
+                Outcome(True, 0.85, 0.80, 0.90, 0.3, 0.02)]
+    c = evaluate(pool, outcomes, "hand")
+    covered = [np.mean((launches >= 0.855) & (launches <= 0.865)), 1.0]
+    assert c.refused == pytest.approx(1 / 3) and c.coverage == pytest.approx(np.mean(covered))
+    errors = [abs(0.86 - launches.mean()), abs(0.85 - launches.mean())]
+    assert c.median_error == pytest.approx(np.median(errors)) and c.p90_error == pytest.approx(np.percentile(errors, 90))
+    assert c.mean_half_width == pytest.approx((0.005 + 0.05) / 2) and c.pool_half_width == pytest.approx(
+        1.96 * launches.std(ddof=1))
+    assert c.compute == pytest.approx(0.5) and c.launch_std_estimate == pytest.approx(0.015)
+    assert "| tiny | hand | 3 | 0.333 |" in c.row()
+
+
+def test_the_pipelines_rule_replays_on_the_pool_and_covers_its_launches(pool):
+    rng = np.random.default_rng(2)
+    outcomes = [new_rule(pool, rng) for _ in range(40)]
+    assert all(o.compute <= 1024 / 1024 + 1e-9 for o in outcomes)  # the floor budget: 1024·S at B = 1024
+    assert all(sum(b * n for b, n in o.seeds) <= 1024 for o in outcomes)
+    c = evaluate(pool, outcomes, "this rule")
+    assert c.refused == 0 and c.coverage >= 0.85 and c.median_error < 0.01
+    old = evaluate(pool, [previous_rule(pool, rng) for _ in range(40)], "previous")
+    assert 0 <= old.refused <= 1 and old.draws == 40
+    columns = calibration.HEADER.splitlines()[1].count("|")
+    assert c.row().count("|") == columns  # one cell a column
+
+
+def test_the_parts_table_is_the_mean_of_each_parts_std_and_the_width_with_the_launch_std_known(pool):
+    launches = np.asarray(pool.launches)
+    sd_l = launches.std(ddof=1)
+    parts = [(0.003**2, 0.02**2, 0.0, 2.5), (0.005**2, 0.01**2, 0.004**2, 2.0)]
+    outcomes = [Outcome(True, 0.86, 0.86 - 2.5 * 0.0203, 0.86 + 2.5 * 0.0203, 0.5, parts=parts[0]),
+                Outcome(False, None, None, None, 0.7),
+                Outcome(True, 0.85, 0.84, 0.86, 0.5, parts=parts[1])]
+    cells = [c.strip() for c in calibration.parts_row(pool, outcomes).strip("|").split("|")]
+    assert cells[0] == "tiny" and cells[1] == "0.40" and cells[2] == "1.50" and cells[4] == "0.20"  # (0.3+0.5)/2 ...
+    assert cells[5] == "2.25" and cells[3] == f"{100 * sd_l:.2f}"
+    known = [1.96 * np.sqrt(0.003**2 + sd_l**2), 1.96 * np.sqrt(0.005**2 + sd_l**2 + 0.004**2)]
+    assert cells[8] == f"{np.mean(known) / (1.96 * sd_l):.2f}×"
+    cover = np.mean([np.mean(abs(launches - 0.86) <= known[0]), np.mean(abs(launches - 0.85) <= known[1])])
+    assert cells[9] == f"{cover:.3f}"
+    assert calibration.parts_row(pool, outcomes).count("|") == calibration.PARTS_HEADER.splitlines()[1].count("|")
