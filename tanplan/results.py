@@ -261,21 +261,9 @@ class LaunchResult(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FrontierRow(Result):
+class FrontierRow(FrontierCandidate):
     """A frontier candidate in `tanplan optimize`: its plan, rescaled hyper-parameters, proxy runs and prediction."""
 
-    batch_size: int
-    steps: int
-    sigma: float
-    epsilon: float  # under the accountant of record, the one σ was calibrated with
-    accountant: str
-    eps_rdp: float
-    eta: float
-    eta_step: float
-    eps_tan: float
-    q: float
-    regime: str
-    compute: int
     learning_rate: float
     ema_decay: float
     warmup_steps: int

@@ -137,19 +137,23 @@ class Sources:
         return False
 
 
+def rows_as_asked(name: str, x, y, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) as arrays, checked to hold one row per index asked for; (n, 1) labels flattened to (n,)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if len(x) != count or len(y) != count:
+        raise UsageError(f"{name}: asked for {count} rows, got {len(x)} inputs and {len(y)} labels; "
+                         "source[indices] must return one row per index")
+    return x, (y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y)
+
+
 def read_rows(source, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """source[indices] as (float32 x, y) in the order of `indices`, read in ascending index order (a
     memmap then reads forward through its file). One call to the source, of exactly these rows."""
     indices = np.asarray(indices, dtype=np.int64)
     ascending = bool(np.all(indices[1:] >= indices[:-1]))
     order = None if ascending else np.argsort(indices, kind="stable")
-    x, y = source[indices if ascending else indices[order]]
-    x, y = np.asarray(x), np.asarray(y)
-    if len(x) != len(indices) or len(y) != len(indices):
-        raise UsageError(f"data source {_name(source)}: asked for {len(indices)} rows, got {len(x)} inputs and "
-                         f"{len(y)} labels; source[indices] must return one row per index")
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
+    x, y = rows_as_asked(f"data source {_name(source)}", *source[indices if ascending else indices[order]],
+                         len(indices))
     if ascending:  # consecutive test rows, say: already in order (no copy when the source gives float32)
         return np.asarray(x, np.float32), y
     out_x = np.empty(x.shape, np.float32)

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tanplan.data.source import check_labels
-from tanplan.errors import UsageError
+from tanplan.data.source import check_labels, rows_as_asked
 
 
 @dataclass
@@ -104,12 +103,7 @@ class StepBatches:
         order = np.argsort(wanted, kind="stable")
         with self._reading:
             x_rows, y_rows = self.source[wanted[order]]
-        x_rows, y_rows = np.asarray(x_rows), np.asarray(y_rows)
-        if len(x_rows) != len(wanted) or len(y_rows) != len(wanted):
-            raise UsageError(f"{self.name}: asked for {len(wanted)} rows, got {len(x_rows)} inputs and "
-                             f"{len(y_rows)} labels; source[indices] must return one row per index")
-        if y_rows.ndim == 2 and y_rows.shape[1] == 1:
-            y_rows = y_rows[:, 0]
+        x_rows, y_rows = rows_as_asked(self.name, x_rows, y_rows, len(wanted))
         x = np.zeros((size, *x_rows.shape[1:]), np.float32)
         y = np.zeros((size, *y_rows.shape[1:]), y_rows.dtype)
         x[places[order]], y[places[order]] = x_rows, y_rows

@@ -319,7 +319,7 @@ def _postfix(last: dict, history: list[dict], epsilon: float | None, private: bo
     out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"} if last else {}
     if history:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
-    out["ε"] = f"{epsilon:.2f}" if private and epsilon is not None else ("…" if private else "∞")
+    out["ε_rdp"] = f"{epsilon:.2f}" if private and epsilon is not None else ("…" if private else "∞")
     return out
 
 

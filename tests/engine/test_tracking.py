@@ -145,7 +145,7 @@ def test_the_progress_bar_shows_epsilon_from_the_first_step(tracked_run):
     first = accounting.epsilon(q, summary["sigma"], 1, summary["delta"], "rdp")
     frames = tracked_run["stderr"].replace("\r", "\n").splitlines()
     step_one = [f for f in frames if f" 1/{cfg.train.steps} " in f]  # before the first evaluation (step 3)
-    assert step_one and all(f"ε={first:.2f}" in f for f in step_one), step_one
+    assert step_one and all(f"ε_rdp={first:.2f}" in f for f in step_one), step_one
 
 
 def test_tensorboard_can_be_turned_off_and_bad_writers_are_refused_before_the_run(tiny_npz, tmp_path):
