@@ -28,6 +28,8 @@ PLANNED = sampling.BatchLayout(1, 16)  # every Poisson batch (≈ 32 rows) outgr
 
 
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A hex digest (params_checksum) is no figure: its digit runs would match small statistics by chance.
+HEX_DIGEST = re.compile(r"(?<![\w.+-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}(?![\w.+-])")
 
 
 def _numbers(text: str) -> list[float]:
@@ -40,7 +42,7 @@ def _public_numbers(run_dir) -> dict[float, str]:
     found = {}
     for path in run_dir.rglob("*"):
         if path.is_file() and (run_dir / "checkpoint") not in path.parents and path.suffix not in (".npz", ".png"):
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = HEX_DIGEST.sub("#", path.read_text(encoding="utf-8", errors="replace"))
             for m in NUMBER.finditer(text):
                 found.setdefault(float(m.group()), f"{path.name}: ...{text[max(0, m.start() - 40):m.end()]}")
     return found
