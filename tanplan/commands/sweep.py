@@ -64,7 +64,8 @@ def run(args) -> int:
                            f"{summary['wall_seconds']['reruns']:.0f} s re-runs"),
              ("tuning data", tune["source"] + (": the private set is untouched" if tune["tuning_data"] == "public" else
                                                ": compose this ε with the launch's (`launch --best` does)")),
-             ("ε of all its runs composed", privacy_spent.describe(spent)),
+             ("ε of all its runs composed" if tune["tuning_data"] == "private" else
+              "its runs' ε (on the public set)", privacy_spent.describe(spent)),
              ("written to", f"{args.out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
     print_table(rows, title=f"tanplan sweep: {api.as_config(args.config, args.overrides).experiment.name}")
     return 0
