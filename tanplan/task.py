@@ -56,12 +56,15 @@ def from_config(cfg) -> Task:
 
 
 def check(task: Task, num_classes: int, label_dtype="int32") -> None:
-    """UsageError unless the task's functions give one finite-shaped scalar per example (abstractly: no
-    data is read) on logits of shape (2, num_classes)."""
+    """UsageError unless the task's functions give one scalar per example (abstractly: no data is read) on
+    logits of shape (2, num_classes), and a finite one on a public probe batch (logits from a fixed seed,
+    every class as a label once): a loss or metric that is NaN there would train to a NaN loss or report
+    a NaN accuracy (not valid JSON)."""
     if task is DEFAULT:
         return
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     from tanplan.errors import UsageError
 
@@ -72,10 +75,26 @@ def check(task: Task, num_classes: int, label_dtype="int32") -> None:
             out = jax.eval_shape(fn, logits, labels)
         except Exception as err:  # the user's function fails on one example's logits and label
             raise UsageError(f"{name} fails on one example's logits ({num_classes},) and label: "
-                             f"{type(err).__name__}: {err}") from None
+                             f"{type(err).__name__}: {_first_line(err)}") from None
         if getattr(out, "shape", None) != (2,):
             raise UsageError(f"{name} must return one scalar per example; on logits ({num_classes},) it returned "
                              f"shape {tuple(getattr(out, 'shape', ())[1:])}")
+    probe_labels = np.arange(num_classes).astype(label_dtype)
+    probe_logits = np.random.default_rng(0).normal(size=(num_classes, num_classes)).astype(np.float32)
+    for name, fn in (("task.loss", task.loss), ("task.metric", task.metric)):
+        try:
+            values = np.asarray(fn(jnp.asarray(probe_logits), jnp.asarray(probe_labels)), np.float64)
+        except Exception as err:
+            raise UsageError(f"{name} fails on a public probe batch of logits ({num_classes},): "
+                             f"{type(err).__name__}: {_first_line(err)}") from None
+        if not np.isfinite(values).all():
+            raise UsageError(f"{name} returns NaN or infinite values on a public probe batch (random logits of shape "
+                             f"({num_classes},), each class as a label once); it must be finite for every class")
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 def _batched(per_example: Callable) -> Callable:

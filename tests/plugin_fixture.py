@@ -1,6 +1,7 @@
 """A user's package, written by the tests into a temporary folder and put on PYTHONPATH: a flax model that is
 none of the built-ins, a data source class over numpy memmaps, a per-example loss, and models that break
-per-example independence (BatchNorm's batch statistics; a mean over the batch)."""
+per-example independence (BatchNorm's batch statistics; a mean over the batch; row i-1 added into row i),
+models with too few or too many logits, and a loss that is NaN for one class."""
 
 import textwrap
 from pathlib import Path
@@ -59,6 +60,32 @@ def make_batch_centred(num_classes, **options):
     return BatchCentred(num_classes)
 
 
+class RowMixing(nn.Module):
+    """Adds row i-1's features into row i: row 0's output ignores the others, every later row's does not."""
+
+    num_classes: int
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(8)(x.reshape(x.shape[0], -1))
+        h = h.at[1:].add(h[:-1])
+        return nn.Dense(self.num_classes)(h)
+
+
+def make_row_mixing(num_classes, **options):
+    return RowMixing(num_classes)
+
+
+def make_narrow(num_classes, width=8, **options):
+    """One logit too few."""
+    return TwoTower(num_classes - 1, width)
+
+
+def make_wide(num_classes, width=8, **options):
+    """Twice the logits the data has classes."""
+    return TwoTower(2 * num_classes, width)
+
+
 def make_nnx(num_classes, rngs=None, **options):
     from flax import nnx
 
@@ -110,6 +137,13 @@ def load(path, **options):
 
 LOSSES = '''
 import optax
+
+
+def nan_loss(logits, label):
+    """NaN for the last class (a log of zero times zero)."""
+    import jax.numpy as jnp
+
+    return jnp.where(label == logits.shape[-1] - 1, jnp.nan, -logits[label])
 
 
 def smoothed(logits, label):

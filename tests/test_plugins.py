@@ -57,12 +57,42 @@ def test_a_plugged_in_model_and_memmap_source_train_from_the_cli_and_the_api(on_
 
 
 @pytest.mark.parametrize("model, says", [("make_batchnorm", "keeps the collection 'batch_stats'"),
-                                         ("make_batch_centred", "changes when the other examples")])
+                                         ("make_batch_centred", "changes when the other examples"),
+                                         ("make_row_mixing", "changes when the other examples"),
+                                         ("make_narrow", "the data has 2 classes"),
+                                         ("make_wide", "the data has 2 classes")])
+@pytest.mark.parametrize("grad_method", ["auto", "ghost"])
 def test_a_model_that_mixes_examples_is_refused_in_one_line_before_anything_is_written(on_path, tmp_path, capsys,
-                                                                                        model, says):
+                                                                                        model, says, grad_method):
     out = tmp_path / "run"
-    code, _, err = run_cli(capsys, "train", "--config", _toml(on_path, tmp_path, model=model), "--out", str(out))
+    code, _, err = run_cli(capsys, "train", "--config", _toml(on_path, tmp_path, model=model), "--out", str(out),
+                           "--set", f"train.grad_method={grad_method}")
     assert code == 2 and len(err.strip().splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_the_row_mixing_model_fails_the_ghost_routes_numeric_self_check_too(on_path):
+    """Under grad_method = "ghost" the per-layer norms are checked against per-example gradients (they were
+    not before): the row-mixing model, which passes the structural check, fails the numbers."""
+    import jax
+
+    from userpkg.nets import make_row_mixing
+
+    from tanplan.dp import ghost
+
+    model = make_row_mixing(2)
+    x = np.zeros((2, 16, 1), np.float32)
+    params = model.init(jax.random.key(0), x)["params"]
+    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    assert ghost.unsupported_reason(logits_fn, params, x, numeric=False) is None  # structure alone: passes
+    assert "differ from per-example" in ghost.unsupported_reason(logits_fn, params, x, numeric=True)
+
+
+def test_a_loss_that_is_nan_on_the_public_probe_is_refused_before_anything_is_written(on_path, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = run_cli(capsys, "train", "--config", _toml(on_path, tmp_path), "--out", str(out),
+                           "--set", "task.loss=userpkg.losses:nan_loss")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "task.loss returns NaN" in err, err
     assert not out.exists()
 
 

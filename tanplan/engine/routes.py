@@ -19,8 +19,7 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     """The per-chunk gradient sum and the route's name.
 
     Private: each example's gradient clipped to C, by per-layer norms ("ghost", when the model's
-    structure allows it and, under grad_method = "auto", a numerical check against per-example
-    gradients passes) or by jax-privacy's vmapped per-example gradients ("vmap"). Non-private: the
+    structure allows it and a numerical check against per-example gradients passes: `check`) or by jax-privacy's vmapped per-example gradients ("vmap"). Non-private: the
     plain sum, by the same per-layer passes ("ghost") or jax.grad ("plain").
     """
     from tanplan import task as tasks
@@ -29,24 +28,36 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
     task = tasks.from_config(cfg)
     k = cfg.data.aug_mult
     clip = cfg.privacy.clip_norm if cfg.privacy.private else None
-    method = cfg.train.grad_method
-    if method in ("auto", "ghost"):
-        # The check depends on the model's structure and input shape only: once per process (it compiles
-        # per-example gradients, ~5 s, which dominated short proxy runs). The structure is keyed by the
-        # parameter tree itself, not only by cfg.model: callers that time several models under one
-        # config (tanplan bench) must not inherit the first model's verdict.
-        key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]), method)
-        if key not in _GHOST_CHECKS:
-            _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=method == "auto")
-        reason = _LAST_REASON[repr(cfg.model)] = _GHOST_CHECKS[key]
-        if reason is None:
-            return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task), "ghost"
-        if method == "ghost":
-            raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "
-                             "use auto or vmap")
+    if check(cfg, logits_fn, params, example_x) is None and cfg.train.grad_method in ("auto", "ghost"):
+        return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task), "ghost"
     if clip is None:
         return clipping.nonprivate_grad_sum(logits_fn, augment, k, task), "plain"
     return clipping.clipped_grad_sum(logits_fn, clip, augment, k, task), "vmap"
+
+
+def check(cfg: Config, logits_fn, params, example_x) -> str | None:
+    """Why the per-layer route does not apply to cfg's model (None: it does), and UsageError (one line)
+    when train.grad_method = "ghost" asks for it regardless. Whenever per-layer norms would be used, the
+    numeric self-check runs (ghost.unsupported_reason: norms and one example's clipped sum against jax.grad
+    per example), under "ghost" as under "auto": a model that mixes rows can pass the structural check.
+    Called by engine.setup.prepare, before anything is written; the verdict is cached for build()."""
+    from tanplan.dp import ghost
+
+    method = cfg.train.grad_method
+    if method not in ("auto", "ghost"):
+        return "train.grad_method = vmap"
+    # The check depends on the model's structure and input shape only: once per process (it compiles
+    # per-example gradients, ~5 s, which dominated short proxy runs). The structure is keyed by the
+    # parameter tree itself, not only by cfg.model: callers that time several models under one
+    # config (tanplan bench) must not inherit the first model's verdict.
+    key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]))
+    if key not in _GHOST_CHECKS:
+        _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=True)
+    reason = _LAST_REASON[repr(cfg.model)] = _GHOST_CHECKS[key]
+    if reason is not None and method == "ghost":
+        raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "
+                         "use auto or vmap")
+    return reason
 
 
 def note(cfg: Config, route: str) -> str:

@@ -36,7 +36,7 @@ def build_model(cfg: Config, num_classes: int, input_shape=None):
     if input_shape is not None and is_import_path(m.name):
         from tanplan.models.plugins import check_per_example
 
-        check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed)
+        check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed, num_classes=num_classes)
     if input_shape is not None:
         from tanplan import task
 
@@ -87,6 +87,10 @@ def prepare(cfg: Config) -> Prepared:
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
     params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    from tanplan.engine import routes, sparsity
+
+    if not sparsity.enabled(cfg):  # the per-layer route's numeric self-check, before anything is written
+        routes.check(cfg, logits_fn, params, public_example(dataset.input_shape))
     return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key)
 
 

@@ -11,9 +11,11 @@ depth and norm_order when they are set (non-zero, non-default), and returns a fl
 
 `check_per_example(module, input_shape)` refuses, with one line each, what breaks the per-example
 gradient that DP-SGD clips: a collection other than the parameters (linen's `batch_stats`, nnx's
-BatchStat, any mutable state: batch statistics mix the examples of a batch) and a model whose output for
-one example changes when OTHER examples of the batch change (tried on a public synthetic batch: random
-inputs from a fixed seed, never a training row).
+BatchStat, any mutable state: batch statistics mix the examples of a batch), a model whose output for
+one example changes when OTHER examples of the batch change (each row of a public synthetic batch is
+changed in turn, and every other row's output must stay: random inputs from a fixed seed, never a training
+row), and a model whose output is not one row of num_classes logits per example (too few logits make the
+cross-entropy of the last classes NaN; too many train classes that do not exist).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import numpy as np
 from tanplan.errors import UsageError
 from tanplan.plugins import resolve
 
-# The rows of the synthetic batch on which per-example independence is tried; example 0 is watched.
+# The rows of the synthetic batch on which per-example independence is tried; each is changed in turn and
+# every other row watched (a model that adds row i-1 into row i leaves row 0 alone).
 PROBE_ROWS = 4
 
 
@@ -85,9 +88,10 @@ class NnxModel:
         return nnx.merge(graphdef, state, rest)(x)
 
 
-def check_per_example(module, input_shape, name: str, seed: int = 0) -> None:
-    """UsageError (one line) unless `module` keeps no state but its parameters and its output for one
-    example ignores the other examples of its batch (on a public synthetic batch of PROBE_ROWS rows)."""
+def check_per_example(module, input_shape, name: str, seed: int = 0, num_classes: int = 0) -> None:
+    """UsageError (one line) unless `module` keeps no state but its parameters, its output for each example
+    ignores the other examples of its batch (on a public synthetic batch of PROBE_ROWS rows, each changed
+    in turn) and, when num_classes > 0, it returns one row of num_classes finite logits per example."""
     import jax
     import jax.numpy as jnp
 
@@ -106,21 +110,35 @@ def check_per_example(module, input_shape, name: str, seed: int = 0) -> None:
                          f"parameters; {what}, but DP-SGD clips each example's own gradient: use GroupNorm or "
                          "LayerNorm")
     params = variables["params"]
+    apply = lambda batch: np.asarray(module.apply({"params": params}, jnp.asarray(batch)))  # noqa: E731
     try:
-        out = np.asarray(module.apply({"params": params}, jnp.asarray(x)))
-        shuffled = x.copy()
-        shuffled[1:] = rng.normal(size=shuffled[1:].shape).astype(np.float32) * 3.0
-        moved = np.asarray(module.apply({"params": params}, jnp.asarray(shuffled)))
+        out = apply(x)
+        if out.shape[:1] == (PROBE_ROWS,):
+            moved = []
+            for row in range(PROBE_ROWS):  # row `row` changed, every other row kept
+                changed = x.copy()
+                changed[row] = rng.normal(size=changed[row].shape).astype(np.float32) * 3.0
+                moved.append(apply(changed))
     except Exception as err:
         raise UsageError(f"model.name = {name!r} fails on inputs of shape {tuple(input_shape)}: "
                          f"{type(err).__name__}: {_first_line(err)}") from None
     if out.shape[:1] != (PROBE_ROWS,):
         raise UsageError(f"model.name = {name!r} returned shape {out.shape} for {PROBE_ROWS} examples; a model "
                          "returns one row of logits per example")
-    if not np.allclose(out[0], moved[0], rtol=1e-4, atol=1e-5):
-        raise UsageError(f"model.name = {name!r} is not allowed: the output of one example changes when the "
-                         "other examples of its batch change (a statistic over the batch?); DP-SGD clips each "
-                         "example's own gradient, so each example's output must depend on that example alone")
+    for row, got in enumerate(moved):
+        kept = np.arange(PROBE_ROWS) != row
+        if not np.allclose(out[kept], got[kept], rtol=1e-4, atol=1e-5):
+            raise UsageError(f"model.name = {name!r} is not allowed: the output of one example changes when the "
+                             "other examples of its batch change (a statistic over the batch, or rows mixed?); "
+                             "DP-SGD clips each example's own gradient, so each example's output must depend on "
+                             "that example alone")
+    if num_classes and out.shape[1:] != (num_classes,):
+        raise UsageError(f"model.name = {name!r} returns outputs of shape {out.shape[1:]} per example; the data has "
+                         f"{num_classes} classes, so a model must return ({num_classes},) logits per example "
+                         "(the factory is called with num_classes)")
+    if not np.isfinite(out).all():
+        raise UsageError(f"model.name = {name!r} returns NaN or infinite logits on a public synthetic batch of "
+                         f"shape {tuple(input_shape)}")
 
 
 def _call(factory, path: str, num_classes: int, kwargs: dict, extra: dict):
