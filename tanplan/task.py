@@ -92,6 +92,19 @@ def check(task: Task, num_classes: int, label_dtype="int32") -> None:
                              f"({num_classes},), each class as a label once); it must be finite for every class")
 
 
+def check_label_dtype(cfg, dtype: str) -> None:
+    """UsageError unless the labels' dtype suits cfg's task: the default task (cross-entropy, accuracy)
+    reads integer class indices; a plugged-in task takes what its functions take (tanplan.task.check)."""
+    import numpy as np
+
+    from tanplan.errors import UsageError
+
+    if dtype and from_config(cfg) is DEFAULT and not np.issubdtype(np.dtype(dtype), np.integer):
+        raise UsageError(f"the dataset's labels have dtype {dtype}; the default task (cross-entropy, accuracy) reads "
+                         "integer class labels 0..num_classes-1: cast them, or name a task.loss and task.metric "
+                         "that read these labels")
+
+
 def _first_line(err: Exception) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else "no message"

@@ -63,15 +63,14 @@ def _features(x, name: str) -> np.ndarray:
         raise UsageError(f"{name} has dtype {x.dtype}; expected numbers")
     x = x.astype(np.float64)
     if not np.isfinite(x).all():
-        bad = int((~np.isfinite(x)).any(axis=1).sum())
-        raise UsageError(f"{name} holds NaN or infinite values ({bad} examples); features must be finite")
+        raise UsageError(f"{name} holds NaN or infinite values; features must be finite")  # no count: private
     return x
 
 
 def _labels(y, name: str) -> np.ndarray:
     from tanplan.data.dataset import check_labels
 
-    return check_labels(y, name)  # class indices 0..C-1, C at most data.dataset.MAX_CLASSES
+    return check_labels(y, name, public=name.endswith("y_test"))  # class indices 0..C-1, C at most data.dataset.MAX_CLASSES
 
 
 def feature_set(x_train, y_train, x_test, y_test, source: str = "features") -> FeatureSet:

@@ -92,7 +92,7 @@ def validated(ds: Dataset, source: str) -> Dataset:
     x_train = np.asarray(ds.x_train, dtype=np.float32)
     x_test = np.asarray(ds.x_test, dtype=np.float32)
     y_train = _labels(ds.y_train, f"{source}: y_train")
-    y_test = _labels(ds.y_test, f"{source}: y_test")
+    y_test = _labels(ds.y_test, f"{source}: y_test", public=True)
     if x_train.ndim not in (3, 4):
         raise UsageError(f"{source}: x_train has shape {x_train.shape}; expected (n, length, channels) "
                          "or (n, height, width, channels)")
@@ -106,27 +106,40 @@ def validated(ds: Dataset, source: str) -> Dataset:
             raise UsageError(f"{source}: the {split} split is empty")
         if not np.isfinite(x).all():
             raise UsageError(f"{source}: x_{split} holds NaN or infinite values")
-    labels = np.concatenate([y_train, y_test])
     # an undeclared class count comes from the public test labels, never from the private training labels
-    # (it is published: model.json); a training label outside it is refused below
+    # (it is published: model.json); a training label outside it is refused below, without stating it
     num_classes = int(ds.num_classes) if ds.num_classes > 0 else int(y_test.max()) + 1
-    if labels.min() < 0 or labels.max() >= num_classes:
-        origin = (" (an npz file's class count is its num_classes entry, else its largest test label + 1: add "
-                  "num_classes to the file)") if ds.name == "npz" else ""
-        raise UsageError(f"{source}: labels must lie in [0, {num_classes}){origin}; found "
-                         f"{int(labels.min())}..{int(labels.max())}")
+    origin = (" (an npz file's class count is its num_classes entry, else its largest test label + 1: add "
+              "num_classes to the file)") if ds.name == "npz" else ""
+    if y_test.min() < 0 or y_test.max() >= num_classes:  # the test set is public: its label may be named
+        raise UsageError(f"{source}: labels must lie in [0, {num_classes}){origin}; the test set holds the label "
+                         f"{int(y_test.max()) if y_test.max() >= num_classes else int(y_test.min())}")
+    if y_train.min() < 0 or y_train.max() >= num_classes:
+        raise UsageError(f"{source}: labels must lie in [0, {num_classes}){origin}; a training label lies outside it")
     if num_classes < 2:
         raise UsageError(f"{source}: found {num_classes} class; a classifier needs at least 2")
     return Dataset(ds.name, x_train, y_train, x_test, y_test, num_classes, ds.mean, ds.std)
 
 
-def row_digests(x: np.ndarray) -> set[bytes]:
-    """A 16-byte digest of each example's input (float32 bytes): two sets that share an example share a
-    digest (used to refuse a "public" tuning set that holds private examples)."""
+def row_digests(x: np.ndarray, grid: float | None = None) -> set[bytes]:
+    """A 16-byte digest of each example's input: two sets that share an example share a digest (used to
+    refuse a "public" tuning set that holds private examples).
+
+    grid None: the float32 bytes (bit-identical rows only). grid > 0: near-duplicates too: each row is
+    rounded to multiples of `grid` on two grids offset by half a cell, and both digests are kept (tagged
+    by grid), so two rows whose every coordinate differs by much less than grid/2 share a digest on at least
+    one grid unless a coordinate of each grid falls at a cell's edge (a scaled and shifted copy, private ×
+    1.0000001 + 1e-6, shares nearly every row)."""
     import hashlib
 
     rows = np.ascontiguousarray(np.asarray(x, np.float32).reshape(len(x), -1))
-    return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
+    if grid is None:
+        return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
+    found: set[bytes] = set()
+    for tag, offset in ((b"a", 0.0), (b"b", 0.5)):
+        cells = np.floor(rows.astype(np.float64) / grid + offset).astype(np.int64)
+        found |= {hashlib.blake2b(tag + row.tobytes(), digest_size=16).digest() for row in cells}
+    return found
 
 
 def same_test_set(a, b, rows: int = 65_536) -> bool:
@@ -146,7 +159,7 @@ def same_test_set(a, b, rows: int = 65_536) -> bool:
     return True
 
 
-def source_digests(source, rows: int = 65_536) -> set[bytes]:
+def source_digests(source, rows: int = 65_536, grid: float | None = None) -> set[bytes]:
     """row_digests of every row of a random-access source (tanplan.data.source), read in consecutive
     slices of `rows` (bounded memory: a source larger than memory is scanned, never held)."""
     from tanplan.data.source import read_rows
@@ -154,12 +167,12 @@ def source_digests(source, rows: int = 65_536) -> set[bytes]:
     found: set[bytes] = set()
     for start in range(0, len(source), rows):
         x, _ = read_rows(source, np.arange(start, min(start + rows, len(source))))
-        found |= row_digests(x)
+        found |= row_digests(x, grid)
     return found
 
 
-def _labels(y, what: str) -> np.ndarray:
-    y = check_labels(y, what)
+def _labels(y, what: str, public: bool = False) -> np.ndarray:
+    y = check_labels(y, what, public)
     return y.astype(np.int32)
 
 
@@ -168,20 +181,23 @@ def _labels(y, what: str) -> np.ndarray:
 MAX_CLASSES = 100_000
 
 
-def check_labels(y, what: str) -> np.ndarray:
-    """y as a 1-D int64 array of class indices in [0, MAX_CLASSES), or UsageError naming `what`."""
+def check_labels(y, what: str, public: bool = False) -> np.ndarray:
+    """y as a 1-D int64 array of class indices in [0, MAX_CLASSES), or UsageError naming `what`. A bad
+    label's value is stated only when the labels are `public` (a test set): a training label is private."""
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
         raise UsageError(f"{what} has shape {y.shape}; expected one integer label per example")
-    if not np.issubdtype(y.dtype, np.integer):
-        if not np.issubdtype(y.dtype, np.floating) or not np.isfinite(y).all() or (y != np.round(y)).any():
-            raise UsageError(f"{what} must hold integer class labels (dtype {y.dtype})")
+    if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)):
+        raise UsageError(f"{what} must hold integer class labels (dtype {y.dtype})")
+    if np.issubdtype(y.dtype, np.floating) and (not np.isfinite(y).all() or (y != np.round(y)).any()):
+        raise UsageError(f"{what} must hold integer class labels (dtype {y.dtype}"
+                         + (", with values that are not whole numbers)" if np.isfinite(y).all() else ", with NaN or "
+                            "infinite values)"))
     if len(y) and not 0 <= y.min() <= y.max() < MAX_CLASSES:
-        bad = y.min() if y.min() < 0 else y.max()
-        raise UsageError(f"{what} holds the label {bad:.6g}; labels must lie in [0, {MAX_CLASSES:,}): class "
-                         "indices 0, 1, 2, ...")
+        bad = f"the label {(y.min() if y.min() < 0 else y.max()):.6g}" if public else "a label outside this range"
+        raise UsageError(f"{what} holds {bad}; labels must lie in [0, {MAX_CLASSES:,}): class indices 0, 1, 2, ...")
     return y.astype(np.int64)
 
 

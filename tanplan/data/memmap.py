@@ -14,7 +14,9 @@ ascending order from tanplan.data.source.read_rows): the operating system pages 
 them again, so the training set never has to fit in memory.
 
 Converters write the folder one image at a time (memory: one image), into a temporary folder renamed
-into place at the end, so an interrupted conversion leaves nothing half-written:
+into place at the end and removed on any failure, so an interrupted conversion leaves nothing
+half-written; sizes that cannot fit (the files on the free disk space, one image in the available memory:
+`check_fits`) are refused before anything is written:
 
 - `convert_cifar10(batches_dir, out)`: the python-pickle CIFAR-10 batches (read by tanplan.data.cifar10's
   safe unpickler), with CIFAR-10's published mean and std;
@@ -104,15 +106,63 @@ def read_meta(folder) -> dict:
         sizes = {s: int(meta["splits"][s]) for s in SPLITS}
     except (KeyError, TypeError, ValueError):
         raise UsageError(f"{folder / META} lacks input_shape, num_classes or splits") from None
+    if len(shape) not in (2, 3) or min(shape) < 1:
+        raise UsageError(f"{folder / META}: input_shape {list(shape)} is not allowed: (length, channels) or "
+                         "(height, width, channels), each at least 1")
+    if classes < 2:
+        raise UsageError(f"{folder / META}: num_classes = {classes}; a classifier needs at least 2")
+    declared = meta.get("dtype")
     for split in SPLITS:
         for part, want in (("x", (sizes[split], *shape)), ("y", (sizes[split],))):
             path = folder / f"{split}_{part}.npy"
-            got = _npy_shape(path)
+            got, dtype, offset = _npy_header(path)
             if got != want:
                 raise UsageError(f"{path}: shape {got} where {META} says {want}")
-    if classes < 2:
-        raise UsageError(f"{folder / META}: num_classes = {classes}; a classifier needs at least 2")
+            if part == "x" and declared is not None and dtype != _dtype(declared, folder):
+                raise UsageError(f"{path}: dtype {dtype} where {META} says {declared!r}; re-convert the folder")
+            if part == "x" and not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+                raise UsageError(f"{path}: dtype {dtype}; inputs must be numbers")
+            if part == "y" and not np.issubdtype(dtype, np.integer):
+                raise UsageError(f"{path}: dtype {dtype}; labels must be integers (class indices)")
+            need = offset + int(np.prod(want, dtype=np.int64)) * dtype.itemsize
+            if path.stat().st_size < need:
+                raise UsageError(f"{path} is truncated: {path.stat().st_size:,} bytes where its header needs "
+                                 f"{need:,}; re-convert the folder")
+    _check_constants(meta, shape[-1], folder / META)
+    for split in SPLITS:
+        _check_labels(folder / f"{split}_y.npy", classes, public=split == "test")
     return meta
+
+
+def _dtype(name, folder) -> np.dtype:
+    try:
+        return np.dtype(name)
+    except TypeError:
+        raise UsageError(f"{folder / META}: dtype {name!r} is not a numpy dtype") from None
+
+
+def _check_constants(meta: dict, channels: int, where: Path) -> None:
+    """scale: one finite number > 0; mean and std (when given): one finite number per channel, std > 0."""
+    from tanplan.data.source import check_constants
+
+    scale = meta.get("scale", 1.0)
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not np.isfinite(scale) or scale <= 0:
+        raise UsageError(f"{where}: scale = {scale!r} is not allowed: one finite number > 0 (1/255 for pixels)")
+    for key in ("mean", "std"):
+        if meta.get(key) is not None:
+            check_constants(meta[key], channels, f"{where}: {key}", positive=key == "std")
+
+
+def _check_labels(path: Path, classes: int, public: bool, rows: int = 1 << 20) -> None:
+    """Every label of the .npy at path in [0, classes), scanned in slices (vectorised: a label file is 4 bytes a
+    row); a training label's value is never stated (private), a test label's is."""
+    labels = np.load(path, mmap_mode="r")
+    for start in range(0, len(labels), rows):
+        y = np.asarray(labels[start:start + rows])
+        if y.size and (y.min() < 0 or y.max() >= classes):
+            what = (f"the label {int(y.min() if y.min() < 0 else y.max())}" if public
+                    else "a label outside this range")
+            raise UsageError(f"{path}: labels must lie in [0, {classes}) ({META}'s num_classes); it holds {what}")
 
 
 def load_memmap(folder):
@@ -147,13 +197,17 @@ def fingerprint(folder) -> str:
     return digest.hexdigest()
 
 
-def _npy_shape(path: Path):
+def _npy_header(path: Path) -> tuple[tuple, np.dtype, int]:
+    """(shape, dtype, offset of the data) from a .npy file's header, without reading its data."""
     try:
         with open(path, "rb") as f:
             major, _ = np.lib.format.read_magic(f)
             read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            shape, _, _ = read(f)
-        return tuple(shape)
+            shape, fortran, dtype = read(f)
+            offset = f.tell()
+        if fortran and len(shape) > 1:
+            raise ValueError("Fortran-ordered array; tanplan reads C-ordered rows")
+        return tuple(shape), np.dtype(dtype), offset
     except (OSError, ValueError) as err:
         raise UsageError(f"cannot read {path} as .npy: {err}") from None
 
@@ -187,6 +241,49 @@ class _Folder:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+# Copies of one image a conversion holds at once (the decoded source at least the crop's size, the resized
+# image, the crop, its numpy array): what one image costs in memory, as a multiple of its crop's bytes.
+_RESIZE_COPIES = 4
+
+
+def check_fits(rows: int, shape: tuple[int, ...], out, *, working: int, what: str) -> None:
+    """UsageError (one line, before anything is written) unless a conversion of `rows` uint8 images of
+    `shape` fits: its files on the free disk space where `out` goes, and its working memory (`working`
+    bytes: one image being resized) in the memory available now. A conversion that does not fit would be
+    killed part-way (the OOM killer) and leave a half-written sparse file behind."""
+    row = int(np.prod(shape, dtype=np.int64))
+    files = rows * (row + 4) + 4 * 4096  # pixels and int32 labels, and the four .npy headers
+    where = Path(out).expanduser().absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if files > free:
+        raise UsageError(f"{what} is not allowed here: {rows:,} images of {'×'.join(map(str, shape))} need "
+                         f"{files / 2**30:,.1f} GiB on disk and {where} has {free / 2**30:,.1f} GiB free; "
+                         "use a smaller --image-size or another --out")
+    memory = available_memory()
+    if memory is not None and working > memory:
+        raise UsageError(f"{what} is not allowed: one image of {'×'.join(map(str, shape))} needs about "
+                         f"{working / 2**30:,.1f} GiB of memory while resized and {memory / 2**30:,.1f} GiB are "
+                         "available; use a smaller --image-size")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (Linux's MemAvailable; else free pages; None if
+    unknown)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def _check_out(out) -> Path:
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -201,6 +298,7 @@ def convert_cifar10(batches_dir, out) -> Path:
     import tanplan.data.cifar10 as cifar10
 
     root = cifar10.resolve_dir(batches_dir)
+    check_fits(60_000, (32, 32, 3), out, working=30_000_000, what="CIFAR-10")  # a batch file at a time: 30 MB
     out = _check_out(out)
     meta = cifar10.read_meta(root)
     folder = _Folder(out)
@@ -263,8 +361,10 @@ def convert_image_folder(root, out, *, image_size: int, channels: int = 3, mean=
             raise UsageError(f"{root / split} holds no image ({', '.join(IMAGE_SUFFIXES)})")
     mean = tuple(mean) if mean is not None else (IMAGENET_MEAN if channels == 3 else (0.5,))
     std = tuple(std) if std is not None else (IMAGENET_STD if channels == 3 else (0.5,))
-    if len(mean) != channels or len(std) != channels or min(std) <= 0:
-        raise UsageError(f"mean and std must hold {channels} value(s) each, std > 0")
+    if len(mean) != channels or len(std) != channels or min(std) <= 0 or not np.isfinite([*mean, *std]).all():
+        raise UsageError(f"mean and std must hold {channels} finite value(s) each, std > 0")
+    check_fits(len(train_files) + len(test_files), (image_size, image_size, channels), out,
+               working=_RESIZE_COPIES * image_size * image_size * channels, what=f"--image-size {image_size}")
     out = _check_out(out)
     folder = _Folder(out)
     mode = "RGB" if channels == 3 else "L"

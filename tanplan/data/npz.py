@@ -55,7 +55,7 @@ def public_num_classes(declared, y_test, path) -> int:
         if value.shape != () or not np.issubdtype(value.dtype, np.integer) or not 2 <= int(value) <= MAX_CLASSES:
             raise UsageError(f"{path}: num_classes must be one whole number in [2, {MAX_CLASSES:,}], found {value!r}")
         return int(value)
-    labels = check_labels(y_test, f"{path}: y_test")
+    labels = check_labels(y_test, f"{path}: y_test", public=True)
     return int(labels.max()) + 1 if len(labels) else 0
 
 

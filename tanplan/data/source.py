@@ -30,6 +30,8 @@ from tanplan.errors import UsageError
 
 # The test labels are scanned for the class count in reads of this many rows (bounded memory).
 SCAN_ROWS = 65_536
+# The public probe: this many test rows are read and checked before a run writes anything.
+PROBE_ROWS = 8
 
 
 @runtime_checkable
@@ -118,6 +120,7 @@ class Sources:
     # What identifies the rows without reading them (a file's path, size and time; a name and version):
     # the resume check and the tuning-set check read it instead of hashing every row.
     fingerprint: str = ""
+    label_dtype: str = ""  # the labels' dtype, from the public probe (the default task needs integers)
 
     @property
     def num_train(self) -> int:
@@ -137,23 +140,56 @@ class Sources:
         return False
 
 
+class BadRows(UsageError):
+    """Rows read from a source that cannot be trained on or evaluated: the wrong number of rows, a shape
+    other than the declared one, a dtype that is not numbers, NaN or infinite inputs, labels that are not
+    integers or lie outside [0, num_classes). Raised by the readers (a step's batch: tanplan.engine.batches;
+    the test set) in one line that states public facts only (the source, the declared shape, the class
+    count), never a count, an index or a label of the rows read: a training batch is private."""
+
+
 def rows_as_asked(name: str, x, y, count: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) as arrays, checked to hold one row per index asked for; (n, 1) labels flattened to (n,)."""
     x, y = np.asarray(x), np.asarray(y)
-    if len(x) != count or len(y) != count:
-        raise UsageError(f"{name}: asked for {count} rows, got {len(x)} inputs and {len(y)} labels; "
-                         "source[indices] must return one row per index")
+    if x.ndim == 0 or y.ndim == 0 or len(x) != count or len(y) != count:  # no count: a batch's size is private
+        raise BadRows(f"{name}: source[indices] returned a different number of inputs or labels than the indices "
+                      "asked for; it must return one row (input and label) per index, in the order asked")
     return x, (y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y)
+
+
+def check_rows(name: str, x, y, input_shape, num_classes: int = 0) -> None:
+    """BadRows (one line, public facts only) unless the rows x have the declared input_shape, hold finite
+    numbers, and, when num_classes > 0 (the default cross-entropy task), the labels y are integers in
+    [0, num_classes). Vectorised: a batch's cost, never the source's."""
+    x, y = np.asarray(x), np.asarray(y)
+    if tuple(x.shape[1:]) != tuple(input_shape):
+        raise BadRows(f"{name}: a row has shape {tuple(x.shape[1:])} where the dataset declares "
+                      f"{tuple(input_shape)}; every row must have the declared shape")
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
+        raise BadRows(f"{name}: rows of dtype {x.dtype}; inputs must be numbers")
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        raise BadRows(f"{name}: rows hold NaN or infinite inputs; tanplan trains and evaluates on finite numbers "
+                      "only: clean or re-convert the data")
+    if num_classes:
+        if y.ndim != 1:
+            raise BadRows(f"{name}: labels of shape {tuple(y.shape[1:])} per row; the default task reads one "
+                          "integer class label per example")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise BadRows(f"{name}: labels of dtype {y.dtype}; the default task (cross-entropy, accuracy) reads "
+                          f"integer class labels 0..{num_classes - 1}")
+        check_labels(y, num_classes, name)
 
 
 def read_rows(source, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """source[indices] as (float32 x, y) in the order of `indices`, read in ascending index order (a
-    memmap then reads forward through its file). One call to the source, of exactly these rows."""
+    memmap then reads forward through its file). One call to the source, of exactly these rows; BadRows
+    unless it returns one row per index of finite numbers."""
     indices = np.asarray(indices, dtype=np.int64)
     ascending = bool(np.all(indices[1:] >= indices[:-1]))
     order = None if ascending else np.argsort(indices, kind="stable")
-    x, y = rows_as_asked(f"data source {_name(source)}", *source[indices if ascending else indices[order]],
-                         len(indices))
+    name = f"data source {_name(source)}"
+    x, y = rows_as_asked(name, *source[indices if ascending else indices[order]], len(indices))
+    check_rows(name, x, y, x.shape[1:])  # numbers, finite (labels: by the caller, who knows the task)
     if ascending:  # consecutive test rows, say: already in order (no copy when the source gives float32)
         return np.asarray(x, np.float32), y
     out_x = np.empty(x.shape, np.float32)
@@ -176,14 +212,20 @@ def describe(name: str, train, test, num_classes: int = 0, input_shape=None, mea
                              "__len__ and __getitem__(index array) -> (x, y)")
         if len(source) < 1:
             raise UsageError(f"{name}: the {split} source is empty")
-    x0, y0 = read_rows(test, np.array([0]))
+    # The public probe: the first rows of the TEST source (never a training row: reading one before the run
+    # would be a use of private data the accounting does not cover). A loader's source class breaks the
+    # same way on both splits, so a short read, a wrong shape or NaN inputs are met here, before anything is
+    # written; the training rows are checked on every batch the run reads (tanplan.engine.batches).
+    x0, y0 = read_rows(test, np.arange(min(len(test), PROBE_ROWS)))
     shape = tuple(int(d) for d in (input_shape or getattr(train, "input_shape", None) or x0.shape[1:]))
     if tuple(x0.shape[1:]) != shape:
         raise UsageError(f"{name}: the test rows have shape {tuple(x0.shape[1:])} but the training rows are "
                          f"declared {shape}")
-    if len(shape) not in (2, 3):
+    if len(shape) not in (2, 3) or min(shape) < 1:
         raise UsageError(f"{name}: examples have shape {shape}; expected (length, channels) or "
                          "(height, width, channels)")
+    if y0.ndim != 1:
+        raise UsageError(f"{name}: the test labels have shape {tuple(y0.shape[1:])} per example; expected one label")
     classes = int(num_classes or getattr(train, "num_classes", 0) or 0)
     if classes == 0:
         if not np.issubdtype(y0.dtype, np.integer):
@@ -191,7 +233,10 @@ def describe(name: str, train, test, num_classes: int = 0, input_shape=None, mea
         classes = test_label_max(test) + 1
     if classes < 2:
         raise UsageError(f"{name}: {classes} class; a classifier needs at least 2")
-    return Sources(name, train, test, classes, shape, _constants(mean), _constants(std), fingerprint)
+    check_rows(f"{name}: the test source", x0, y0, shape, classes if np.issubdtype(y0.dtype, np.integer) else 0)
+    channels = shape[-1]
+    return Sources(name, train, test, classes, shape, _constants(mean, channels, name, "mean"),
+                   _constants(std, channels, name, "std"), fingerprint, label_dtype=str(y0.dtype))
 
 
 def sources(train, test, *, num_classes: int = 0, input_shape=None, mean=None, std=None, name: str = "sources",
@@ -213,14 +258,27 @@ def test_label_max(test) -> int:
 
 
 def check_labels(y: np.ndarray, num_classes: int, name: str) -> None:
-    """UsageError unless integer labels lie in [0, num_classes) (other label types: the task's business)."""
+    """BadRows unless integer labels lie in [0, num_classes) (other label types: the task's business)."""
     if y.size and np.issubdtype(y.dtype, np.integer) and (y.min() < 0 or y.max() >= num_classes):
-        raise UsageError(f"{name}: a label outside [0, {num_classes}) was read; labels are class indices "
+        raise BadRows(f"{name}: a label outside [0, {num_classes}) was read; labels are class indices "
                          f"0..{num_classes - 1}")
 
 
-def _constants(values) -> tuple[float, ...] | None:
-    return None if values is None else tuple(float(v) for v in values)
+def _constants(values, channels: int, name: str, what: str) -> tuple[float, ...] | None:
+    """The per-channel normalisation constants as floats: one finite number per channel (std > 0)."""
+    return None if values is None else check_constants(values, channels, f"{name}: {what}", positive=what == "std")
+
+
+def check_constants(values, channels: int, what: str, positive: bool = False) -> tuple[float, ...]:
+    """values as a tuple of `channels` finite floats (> 0 when `positive`: a std divides), else UsageError."""
+    try:
+        got = tuple(float(v) for v in np.atleast_1d(np.asarray(values, dtype=np.float64)))
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} = {values!r} is not allowed: give {channels} number(s), one per channel") from None
+    if len(got) != channels or not all(np.isfinite(got)) or (positive and min(got) <= 0):
+        raise UsageError(f"{what} = {list(got)} is not allowed: give {channels} finite number(s), one per channel"
+                         + (", each > 0" if positive else ""))
+    return got
 
 
 def _name(source) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tanplan.data.source import check_labels, rows_as_asked
+from tanplan.data.source import check_rows, rows_as_asked
 
 
 @dataclass
@@ -43,15 +43,19 @@ class StepBatches:
     """The batches of steps start, start+1, ... of a run; `take(t, layout)` gives step t's.
 
     draw(t) -> the indices of step t's Poisson batch (from the run's secret); source: the training source;
-    num_classes: labels outside [0, num_classes) stop the run (integer labels only); stop: the run's last
-    step + 1 (nothing is read past it); prefetch: read step t+1 while step t trains (False: read on demand,
-    in the calling thread).
+    num_classes: labels that are not integers in [0, num_classes) stop the run (0: a plugged-in task's
+    labels, unchecked); input_shape: the declared shape of a row (default: the source's input_shape, if it
+    has one). Every batch read is checked (tanplan.data.source.check_rows: shape, finite numbers, labels)
+    and a bad one raises BadRows, a UsageError stating public facts only. stop: the run's last step + 1
+    (nothing is read past it); prefetch: read step t+1 while step t trains (False: read on demand, in the
+    calling thread).
     """
 
     def __init__(self, source, draw, mesh, *, stop: int, num_classes: int = 0, name: str = "training source",
-                 prefetch: bool = True):
+                 prefetch: bool = True, input_shape=None):
         self.source, self.draw, self.mesh, self.stop = source, draw, mesh, stop
         self.num_classes, self.name = num_classes, name
+        self.input_shape = tuple(input_shape or getattr(source, "input_shape", None) or ()) or None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
         self._next: tuple[int, Future] | None = None
         self._reading = threading.Lock()  # the prefetch and the loop's own reads take turns at the source
@@ -104,6 +108,7 @@ class StepBatches:
         with self._reading:
             x_rows, y_rows = self.source[wanted[order]]
         x_rows, y_rows = rows_as_asked(self.name, x_rows, y_rows, len(wanted))
+        check_rows(self.name, x_rows, y_rows, self.input_shape or x_rows.shape[1:], self.num_classes)
         x = np.zeros((size, *x_rows.shape[1:]), np.float32)
         y = np.zeros((size, *y_rows.shape[1:]), y_rows.dtype)
         x[places[order]], y[places[order]] = x_rows, y_rows
@@ -122,10 +127,9 @@ class StepBatches:
         if hasattr(self.source, "read_into") and np.array_equal(places, np.arange(len(places))):
             with self._reading:  # in memory: gathered straight into place
                 x, y = self.source.read_into(wanted, index.size)
+            check_rows(self.name, x, y[places], self.input_shape or x.shape[1:], self.num_classes)
         else:
-            x, y = self._placed(wanted, places, index.size)
-        if self.num_classes:
-            check_labels(y[places], self.num_classes, self.name)
+            x, y = self._placed(wanted, places, index.size)  # checked as read
         x, y = x.reshape(index.shape + x.shape[1:]), y.reshape(index.shape + y.shape[1:])
         return Drawn(t, indices, layout, x, y, mask)
 

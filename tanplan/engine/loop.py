@@ -179,7 +179,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         try:
             draw = lambda t: sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))  # noqa: E731
             with _Signals() as signals, batches.StepBatches(run.dataset.train, draw, run.mesh, stop=plan.steps,
-                                                            num_classes=run.label_classes) as reader:
+                                                            num_classes=run.label_classes,
+                                                            input_shape=run.dataset.input_shape) as reader:
                 for t in range(start, plan.steps):
                     indices = reader.indices(t, layout)  # read by index from the source, step t+1 prefetched
                     if canaries:  # the audit's run: the step's canaries and the auditor's shadow batch

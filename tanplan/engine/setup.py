@@ -80,7 +80,10 @@ def prepare(cfg: Config) -> Prepared:
     """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed)."""
     import jax
 
+    from tanplan import task
+
     dataset = load_data(cfg)
+    task.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
     model = build_model(cfg, dataset.num_classes, dataset.input_shape)  # a plug-in is checked here, on public inputs
     augment = build_augmentation(cfg, dataset)

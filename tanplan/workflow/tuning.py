@@ -11,8 +11,8 @@ them:
   target's η_step and S: q' = B'/N_pub and σ' = q'/(√2·η_step), i.e. the proxies are those of the target
   (B, σ·N/N_pub, S) on the public set. When N_pub ≠ N the law is extrapolated across data sizes too, and
   the report says so. The public set is checked against the private one before any proxy trains: not the
-  same file, no shared example (row digests of the inputs, train and test), the same input shape and
-  class count.
+  same file, no shared example (digests of the inputs, train and test, rounded so that near-duplicates
+  count: a scaled and shifted copy of the private rows is refused), the same input shape and class count.
 - private: the proxies train on the private training set; every release on it is composed
   (tanplan.workflow.privacy_spent) and reported beside the launch's ε.
 
@@ -81,7 +81,8 @@ def public_data(cfg: Config) -> dict:
 def check_public_set(cfg: Config, public, private) -> None:
     """UsageError unless the public tuning set is of the private set's task and shares no example with it:
     the same input shape and class count, and no input row (train or test) in common with the private
-    training or test set (16-byte digests of each row; sources larger than memory are read in slices)."""
+    training or test set, equal or nearly (rows rounded to NEAR × the private test set's RMS value on two
+    offset grids, then 16-byte digests; sources larger than memory are read in slices)."""
 
     where = f"tuning.path = {cfg.tuning.path!r}" if cfg.tuning.path else "the public mnist1d draw"
     if public.input_shape != private.input_shape:
@@ -90,21 +91,37 @@ def check_public_set(cfg: Config, public, private) -> None:
     if public.num_classes != private.num_classes:
         raise UsageError(f"{where} is not allowed: it has {public.num_classes} classes, the private set "
                          f"{private.num_classes}; public tuning data must be of the same task")
-    shared = _digests(public) & _digests(private)
-    if shared:
-        raise UsageError(f"{where} is not allowed: {len(shared)} of its examples are in the private training or test "
-                         "set; public tuning data must hold no private example (or set tuning.data = 'private', "
-                         "accounted in the total ε)")
+    grid = NEAR * _scale(private)
+    if _digests(public, grid) & _digests(private, grid):  # no count: how many private rows match is private
+        raise UsageError(f"{where} is not allowed: it holds examples of the private training or test set (equal, "
+                         f"or equal to within {NEAR:g} of the private test set's RMS value); public tuning data must "
+                         "hold no private example (or set tuning.data = 'private', accounted in the total ε)")
 
 
-def _digests(data) -> set[bytes]:
-    """The row digests of a dataset's training and test inputs; sources larger than memory are read in
-    slices (scanned once, never held)."""
+# Rows whose coordinates all agree to within this fraction of the data's scale count as the same example.
+NEAR = 1e-3
+
+
+def _scale(data, rows: int = 4096) -> float:
+    """The RMS value of the first test rows of `data` (public): the scale that near-duplicates are judged at."""
+    import numpy as np
+
+    from tanplan.data.source import read_rows
+
+    x = (data.x_test[:rows] if getattr(data, "in_memory", True)
+         else read_rows(data.test, np.arange(min(rows, data.num_test)))[0])
+    rms = float(np.sqrt(np.mean(np.square(np.asarray(x, np.float64))))) if np.size(x) else 0.0
+    return rms if np.isfinite(rms) and rms > 0 else 1.0
+
+
+def _digests(data, grid: float) -> set[bytes]:
+    """The near-duplicate row digests of a dataset's training and test inputs (tanplan.data.dataset.row_digests);
+    sources larger than memory are read in slices (scanned once, never held)."""
     from tanplan.data.dataset import row_digests, source_digests
 
     if getattr(data, "in_memory", True):
-        return row_digests(data.x_train) | row_digests(data.x_test)
-    return source_digests(data.train) | source_digests(data.test)
+        return row_digests(data.x_train, grid) | row_digests(data.x_test, grid)
+    return source_digests(data.train, grid=grid) | source_digests(data.test, grid=grid)
 
 
 def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:

@@ -89,9 +89,25 @@ def test_a_public_set_sharing_private_examples_is_refused():
     private = _Data()
     for shared in (private.x_train[3:5], private.x_test[:1]):  # rows of the training and of the test set
         public = _Data(num_train=16_001, x_train=np.concatenate([_Data(num_train=7).x_train, shared]))
-        with pytest.raises(UsageError, match=f"{len(shared)} of its examples are in the private"):
+        with pytest.raises(UsageError, match="it holds examples of the private training or test set") as caught:
             tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: public)
+        assert f"{len(shared)} of its" not in str(caught.value)  # how many private rows match is private: not said
     tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: _Data(num_train=17_000))
+
+
+@pytest.mark.parametrize("rows", [slice(0, 20), slice(3, 4)])
+def test_a_near_duplicate_public_set_is_refused(rows):
+    """The private rows × 1.0000001 + 1e-6 (all of them, or one) are not bit-identical but are the same
+    examples; rows that differ by 2e-3 of the data's scale in every coordinate are other examples."""
+    private = _Data()
+    near = private.x_train[rows] * 1.0000001 + 1e-6
+    assert not (np.asarray(near, np.float32) == np.asarray(private.x_train[rows], np.float32)).all(axis=(1, 2)).any()
+    public = _Data(num_train=16_001, x_train=np.concatenate([_Data(num_train=7).x_train, near]))
+    with pytest.raises(UsageError, match="it holds examples of the private training or test set"):
+        tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: public)
+    scale = float(np.sqrt(np.mean(private.x_test ** 2)))
+    apart = _Data(num_train=16_002, x_train=private.x_train + 2 * tuning.NEAR * scale)
+    tuning.resolve(load_config(None), TARGET, private=private, load=lambda c: apart)
 
 
 def test_a_public_set_smaller_than_the_target_batch_is_refused():
