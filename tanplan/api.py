@@ -15,7 +15,13 @@ Importing this module imports no JAX: planning stays a base install.
 
 from __future__ import annotations
 
+import collections.abc
+import functools
+import inspect
+import numbers
 import os
+import types
+import typing
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -29,6 +35,82 @@ ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
 
 
+def _typed(fn):
+    """fn with its arguments checked against its annotations before it runs: a value of the wrong type is a
+    UsageError naming the argument and what it takes (`train(123)`, `out=123`, `overrides=[b"..."]`,
+    `plan(sigma=True)`), never a TypeError from deep inside. Numbers: int and float take any real number
+    but a bool (the stage checks the range and whether it is whole); bool takes True or False only."""
+    signature = inspect.signature(fn)
+    hints: dict = {}
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        if not hints:
+            hints.update({k: v for k, v in typing.get_type_hints(fn).items() if k != "return"})
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise UsageError(f"tanplan.{fn.__name__}(): {err}") from None
+        for name, value in bound.arguments.items():
+            hint = hints.get(name)
+            if hint is not None and not _conforms(value, hint):
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                raise UsageError(f"tanplan.{fn.__name__}({name}={shown}) is not allowed: {name} takes "
+                                 f"{_describe(hint)}")
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+def _conforms(value, hint) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool) or type(value).__name__ == "bool_"
+    if hint in (int, float):
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and type(value).__name__ != "bool_"
+    if hint is str:
+        return isinstance(value, str)
+    base = origin or hint
+    if base is collections.abc.Callable:
+        return callable(value)
+    if base is collections.abc.Mapping:
+        return isinstance(value, Mapping) and all(_conforms(k, args[0]) for k in value) if args else isinstance(
+            value, Mapping)
+    if base is collections.abc.Iterable:
+        if not isinstance(value, collections.abc.Iterable) or isinstance(value, (str, bytes)):
+            return False
+        sized = isinstance(value, (list, tuple, set, frozenset, Mapping))  # never consume an iterator to check it
+        return not (args and sized) or all(_conforms(v, args[0]) for v in value)
+    if isinstance(base, type):
+        return isinstance(value, base)
+    return True
+
+
+def _describe(hint) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(dict.fromkeys(_describe(a) for a in args))
+    names = {type(None): "None", bool: "True or False", int: "a whole number", float: "a number", str: "a string",
+             os.PathLike: "a path", Config: "a tanplan Config"}
+    if hint in names:
+        return names[hint]
+    base = origin or hint
+    if base is collections.abc.Callable:
+        return "a function"
+    if base is collections.abc.Mapping:
+        return "a mapping"
+    if base is collections.abc.Iterable:
+        return f"a list, each item {_describe(args[0])}" if args else "a list"
+    return getattr(hint, "__name__", str(hint))
+
+
+@_typed
 def as_config(config: ConfigLike = None, overrides: Overrides = None) -> Config:
     """A validated Config from a Config, a TOML path or None (the defaults), with dotted overrides applied:
     {"train.steps": 100} or ["train.steps=100"] (values then read as TOML, as --set reads them)."""
@@ -56,6 +138,7 @@ PROXY_CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it tra
 # Planning (no JAX)
 
 
+@_typed
 def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None = None, epsilon: float | None = None,
          delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
          dataset_sizes: Iterable[int] = (), out: str | os.PathLike | None = None,
@@ -82,6 +165,7 @@ def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None 
                       advice=tuple(advice(target)), dataset_sizes=sizes, figures=figures)
 
 
+@_typed
 def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: Iterable[int] = (),
           savings: float | None = None, sigma: float | None = None, epsilon: float | None = None,
           delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
@@ -109,6 +193,7 @@ def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: 
     return tuple(rows)
 
 
+@_typed
 def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, device_hours: float | None = None,
              samples_per_second: float | None = None, delta: float | None = None, model: str = "cnn1d",
              min_batch_size: int = 1, steps_factor: float = 2.0, accountant: str = "pld") -> FrontierResult:
@@ -170,6 +255,7 @@ def _warn(line: str) -> None:
 # One run
 
 
+@_typed
 def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           resume: bool = False, progress: bool = False, writers: Iterable = ()):
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
@@ -188,6 +274,7 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
                                                    progress=progress, writers=writers))
 
 
+@_typed
 def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
            best: str | os.PathLike | None = None, resume: bool = False, backend: str = "local",
            num_workers: int = 1, gpus_per_worker: int = 0, address: str | None = None,
@@ -230,6 +317,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
 # Stages
 
 
+@_typed
 def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
           proxy_batch_size: int | None = None, trials: int | None = None, top_k: int | None = None,
           seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
@@ -270,6 +358,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     return SweepResult.from_dict(summary)
 
 
+@_typed
 def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
         best: str | os.PathLike | None = None, batch_sizes: Iterable[int] | str | None = None,
         seeds: int | None = None, vary: str = "batch", factors: Iterable[float] | None = None,
@@ -336,6 +425,7 @@ def _report_spent(result: dict, out: Path, tune, log) -> None:
         f"({out / privacy_spent.FILE})")
 
 
+@_typed
 def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None, trials: int | None = None,
         proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
         address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
@@ -361,6 +451,7 @@ def _g(v) -> str:
     return "-" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+@_typed
 def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Overrides = None,
              best: str | os.PathLike | None = None, compute: int | None = None, device_hours: float | None = None,
              samples_per_second: float | None = None, launch: bool = False, log: Callable = lambda *a, **k: None,
@@ -386,6 +477,7 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
                                                    launch_best=launch, log=log, progress=progress, source=source))
 
 
+@_typed
 def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
           progress: bool = False, log: Callable[[str], None] = lambda line: None):
