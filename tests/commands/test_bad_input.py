@@ -7,9 +7,11 @@ first-run "generating mnist1d" note is not part of any case's stderr), or files 
 """
 
 import re
+import sys
 
 import numpy as np
 import pytest
+from commands import hostile_inputs
 
 import tanplan.data
 from tanplan import cli
@@ -67,17 +69,45 @@ def files(tmp_path_factory):
     np.savez(root / "private.npz", x_train=x[:240], y_train=y[:240], x_test=x[240:], y_test=y[240:])
     np.savez(root / "shares.npz", x_train=np.concatenate([x[:5], rng.normal(size=(295, 12))]),
              y_train=rng.integers(0, 4, 300), x_test=rng.normal(size=(60, 12)), y_test=rng.integers(0, 4, 60))
+    np.savez(root / "near.npz", x_train=x[:240] * 1.0000001 + 1e-6, y_train=y[:240], x_test=x[240:] * 1.0000001 + 1e-6,
+             y_test=y[240:])  # the private set scaled and shifted: no row bit-identical, every example the same
     (root / "best_private.json").write_text('{"best": {"overrides": {"train.learning_rate": 2.0}}, "tuning": '
                                             '{"tuning_data": "private", "source": "the private set"}, '
                                             '"trials_dir": "no_such_trials"}')
     load_dataset("mnist1d", num_samples=2000)  # into this session's cache, before any case
     load_dataset("mnist1d", num_samples=2000, seed=1)  # the public tuning draw (data.seed + 1)
-    return {p.name: str(p) for p in root.iterdir()} | {"root": str(root), "marker": str(root / "pwned")}
+    found = {p.name: str(p) for p in root.iterdir()} | {"root": str(root), "marker": str(root / "pwned")}
+    # issue 28's hostile data: memmap folders that lie, a loader that breaks the protocol, plug-in models
+    hostile = root / "hostile"
+    hostile.mkdir()
+    found["hostile"] = str(hostile)
+    for write in (hostile_inputs.write_memmaps, hostile_inputs.write_npz, hostile_inputs.write_image_folder,
+                  hostile_inputs.write_package):
+        found |= write(hostile)
+    sys.path.insert(0, found["pkgs"])
+    yield found
+    sys.path.remove(found["pkgs"])
+    for name in [m for m in sys.modules if m == "hostilepkg" or m.startswith("hostilepkg.")]:
+        del sys.modules[name]
 
 
 TINY = ["--config", "{tiny.toml}"]
 NPZ = [*TINY, "--set", "data.dataset=npz", "--set", "data.path={private.npz}", "--set", "train.batch_size=32"]
 TARGET = ["--dataset-size", "1000", "--batch-size", "100", "--steps", "100"]
+SMALL = [*TINY, "--set", "train.batch_size=32"]
+
+
+def _memmap(name: str) -> list[str]:
+    return [*SMALL, "--set", "data.dataset=memmap", "--set", f"data.path={{{name}}}"]
+
+
+def _loader(kind: str) -> list[str]:
+    return [*SMALL, "--set", "data.dataset=hostilepkg.data:load", "--set", f'data.options={{kind="{kind}"}}']
+
+
+def _model(name: str, *more: str) -> list[str]:
+    return [*TINY, "--set", f"model.name=hostilepkg.nets:{name}", *more]
+
 
 # (sub-command and arguments, exit code, a fragment of the one line, whether the case may load data)
 CASES = [
@@ -162,7 +192,7 @@ CASES = [
     (["audit", *TINY, "--out", "{audited}"], 2, "already holds an audited run", False),
     (["audit", *TINY, "--canaries", "100000"], 2, "parameters (each canary has coordinates of its own)", True),
     # baseline
-    (["baseline", "--features", "{huge_label.npz}", "--epsilon", "1", "--method", "dp-ls"], 2, "label 1e+12", False),
+    (["baseline", "--features", "{huge_label.npz}", "--epsilon", "1", "--method", "dp-ls"], 2, "y_train holds a label outside this range", False),
     (["baseline", "--features", "{features.npz}", "--epsilon", "1", "--method", "dp-ls", "--out", "{a_file}/sub"], 2,
      "is a file, not a folder", False),
     (["baseline", "--features", "{features.npz}", "--epsilon", "1", "--method", "nope"], 2, "nope", False),
@@ -196,7 +226,7 @@ CASES = [
     (["sweep", *NPZ, "--proxy-batch-size", "8", "--out", "{root}/s7", "--set", "tuning.path={private.npz}"], 2,
      "is the private data file", False),
     (["sweep", *NPZ, "--proxy-batch-size", "8", "--out", "{root}/s8", "--set", "tuning.path={shares.npz}"], 2,
-     "5 of its examples are in the private", True),
+     "it holds examples of the private training or test set", True),
     (["fit", *TINY, "--out", "{root}/f4", "--set", "tuning.path={features.npz}"], 2, "its examples have shape (8, 1)",
      True),
     # More of the same kind, tried as a hostile user would.
@@ -232,6 +262,57 @@ CASES = [
     (["baseline", "--features", "{features.npz}", "--epsilon", "1", "--delta", "1e-400"], 2, "underflows to 0", False),
     (["baseline", "--features", "{features.npz}", "--epsilon", "1", "--method", "dp-ls", "--delta", "1"], 2, "(0, 1)",
      False),
+    # Issue 28: each was accepted and trained on, crashed (exit 1), or was refused only after config.toml,
+    # the secret and the metrics were written. Memmap folders whose meta.json or files lie:
+    (["train", *_memmap("mm_zero_std"), "--out", "{root}/h1"], 2, "std = [0.0] is not allowed", True),
+    (["train", *_memmap("mm_nan_scale"), "--out", "{root}/h2"], 2, "scale = nan is not allowed", True),
+    (["train", *_memmap("mm_negative_scale"), "--out", "{root}/h3"], 2, "scale = -1.0 is not allowed", True),
+    (["train", *_memmap("mm_dtype"), "--out", "{root}/h4"], 2, "dtype float32 where meta.json says 'uint8'", True),
+    (["train", *_memmap("mm_truncated"), "--out", "{root}/h5"], 2, "is truncated", True),
+    (["train", *_memmap("mm_train_label"), "--out", "{root}/h6"], 2, "it holds a label outside this range", True),
+    (["train", *_memmap("mm_channels"), "--out", "{root}/h7"], 2, "give 1 finite number(s), one per channel", True),
+    (["train", *_memmap("mm_inf_mean"), "--out", "{root}/h8"], 2, "mean = [inf] is not allowed", True),
+    (["train", *_memmap("mm_float_labels"), "--out", "{root}/h9"], 2, "labels must be integers", True),
+    (["train", *_memmap("mm_zero_length"), "--out", "{root}/h10"], 2, "input_shape [0, 1] is not allowed", True),
+    # a user's loader whose sources break the protocol (met on the public probe of the test source)
+    (["train", *_loader("float_labels"), "--out", "{root}/h11"], 2, "labels have dtype float32", True),
+    (["train", *_loader("short"), "--out", "{root}/h12"], 2, "a different number of inputs or labels", True),
+    (["train", *_loader("shape"), "--out", "{root}/h13"], 2, "declared (8, 2)", True),
+    (["train", *_loader("nan"), "--out", "{root}/h14"], 2, "NaN or infinite inputs", True),
+    (["train", *_loader("strings"), "--out", "{root}/h15"], 2, "inputs must be numbers", True),
+    (["train", *_loader("wide_labels"), "--out", "{root}/h16"], 2, "expected one label", True),
+    (["train", *_loader("negative_label"), "--out", "{root}/h17"], 2, "outside [0, 3)", True),
+    (["train", *_loader("nan_mean"), "--out", "{root}/h18"], 2, "mean = [nan] is not allowed", True),
+    # npz files: training labels out of range (never named: private), labels that are not whole, NaN/inf rows
+    (["train", *SMALL, "--set", "data.dataset=npz", "--set", "data.path={train_label.npz}", "--out", "{root}/h19"], 2,
+     "a training label lies outside it", True),
+    (["train", *SMALL, "--set", "data.dataset=npz", "--set", "data.path={half_labels.npz}", "--out", "{root}/h20"], 2,
+     "not whole numbers", True),
+    (["train", *SMALL, "--set", "data.dataset=npz", "--set", "data.path={inf_test.npz}", "--out", "{root}/h21"], 2,
+     "x_test holds NaN or infinite values", True),
+    (["train", *SMALL, "--set", "data.dataset=npz", "--set", "data.path={nan_train.npz}", "--out", "{root}/h22"], 2,
+     "x_train holds NaN or infinite values", True),
+    # plug-in models and losses (item 6): rows mixed (on the ghost route too), too few or too many logits, NaN loss
+    (["train", *_model("row_mixing"), "--out", "{root}/h23"], 2, "changes when the other examples", True),
+    (["train", *_model("row_mixing", "--set", "train.grad_method=ghost"), "--out", "{root}/h24"], 2,
+     "changes when the other examples", True),
+    (["train", *_model("narrow"), "--out", "{root}/h25"], 2, "the data has 10 classes", True),
+    (["train", *_model("wide"), "--out", "{root}/h26"], 2, "the data has 10 classes", True),
+    (["train", *TINY, "--set", "task.loss=hostilepkg.nets:nan_loss", "--out", "{root}/h27"], 2,
+     "task.loss returns NaN", True),
+    (["launch", *_model("narrow"), "--out", "{root}/h28"], 2, "the data has 10 classes", True),
+    # convert (item 8): sizes that cannot fit, non-finite constants, a folder in use
+    # a near-duplicate public set (item 10): the private npz × 1.0000001 + 1e-6
+    (["sweep", *NPZ, "--proxy-batch-size", "8", "--out", "{root}/s10", "--set", "tuning.path={near.npz}"], 2,
+     "it holds examples of the private training or test set", True),
+    (["run", *NPZ, "--set", "train.batch_size=128", "--out", "{root}/r7", "--set", "tuning.path={near.npz}"], 2,
+     "it holds examples of the private training or test set", True),
+    (["convert", "--from", "image-folder", "{images}", "--out", "{root}/c1", "--image-size", "100000"], 2,
+     "--image-size 100000 is not allowed", True),
+    (["convert", "--from", "image-folder", "{images}", "--out", "{root}/c2", "--mean", "nan,0,0"], 2,
+     "finite value(s)", True),
+    (["convert", "--from", "image-folder", "{images}", "--out", "{hostile}", "--image-size", "4"], 2,
+     "is not an empty folder", True),
 ]
 
 
@@ -268,7 +349,7 @@ def test_bad_input_is_one_line_and_no_traceback(files, monkeypatch, capsys, argv
 def test_the_table_covers_every_command_with_eighty_inputs_or_more():
     assert len(CASES) >= 80
     assert {c[0][0] for c in CASES} == {"plan", "proxy", "bench", "train", "sweep", "fit", "launch", "run", "baseline",
-                                        "optimize", "audit"}
+                                        "optimize", "audit", "convert"}
 
 
 def test_a_crafted_cifar_pickle_is_refused_and_does_not_run(files, capsys):
@@ -278,3 +359,53 @@ def test_a_crafted_cifar_pickle_is_refused_and_does_not_run(files, capsys):
                      f"data.path={files['cifar']}", "--set", "model.name=cnn2d"]) == 2
     assert "refused without running it" in capsys.readouterr().err
     assert not Path(files["marker"]).exists()
+
+
+@pytest.mark.parametrize("argv, private", [
+    (["train", *SMALL, "--set", "data.dataset=npz", "--set", "data.path={train_label.npz}", "--out", "{root}/p1"],
+     ["0..7", "label 7", "7)"]),
+    (["train", *_memmap("mm_train_label"), "--out", "{root}/p2"], ["label 7", "0..7"]),
+    (["train", *_loader("short"), "--out", "{root}/p3"], [str(d) for d in range(10)]),  # no number at all
+])
+def test_refusals_state_no_private_label_or_count(files, capsys, argv, private):
+    """Item 9: the largest training label (7, where the test set's classes are 0..3) and the number of rows a
+    read asked for are private; the one line names the rule broken, never the value."""
+    assert cli.main([_fill(a, files) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and not any(p in err for p in private), err
+
+
+@pytest.mark.parametrize("kind, says", [("train_labels", "a label outside [0, 3) was read"),
+                                        ("train_nan", "rows hold NaN or infinite inputs")])
+def test_a_bad_training_row_met_mid_run_stops_with_one_line(files, capsys, tmp_path, kind, says):
+    """Rows that only the training split holds are met when a step's batch is read (the public probe reads the
+    test source only): the run stops with exit 2 and one line naming the rule, not the row, the label or the
+    batch; no step after it runs (tanplan.engine.batches checks every batch it reads)."""
+    out = tmp_path / "run"
+    assert cli.main([_fill(a, files) for a in ["train", *_loader(kind), "--out", str(out), "--quiet"]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and "Traceback" not in err, err
+    assert not list(out.rglob("summary.json")) and not list(out.rglob("model.json"))  # nothing released
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda t: t.train(123), "tanplan.train(config=123) is not allowed"),
+    (lambda t: t.train(None, out=123), "tanplan.train(out=123) is not allowed"),
+    (lambda t: t.train(None, overrides=[b"train.steps=1"]), "overrides takes a mapping or a list"),
+    (lambda t: t.train(None, overrides={1: 2}), "overrides takes a mapping or a list"),
+    (lambda t: t.plan(1000, 100, 100, sigma=True), "tanplan.plan(sigma=True) is not allowed"),
+    (lambda t: t.plan("1000", 100, 100, sigma=1.0), "dataset_size takes a whole number"),
+    (lambda t: t.proxy(1000, 100, 100, sigma=2.0, proxy_batch_sizes=["a"]), "each item a whole number"),
+    (lambda t: t.launch(None, "x", best=5), "best takes a string or a path or None"),
+    (lambda t: t.sweep(None, 5), "tanplan.sweep(out=5)"),
+    (lambda t: t.train(None, resume="yes"), "resume takes True or False"),
+    (lambda t: t.train(None, nosuch=1), "unexpected keyword argument 'nosuch'"),
+])
+def test_the_python_api_raises_usage_error_for_wrong_types(call, says, monkeypatch):
+    import tanplan
+    from tanplan.errors import UsageError
+
+    monkeypatch.setattr(tanplan.data, "load_dataset", _no_data)
+    with pytest.raises(UsageError) as caught:
+        call(tanplan)
+    assert says in str(caught.value) and not isinstance(caught.value, TypeError)
