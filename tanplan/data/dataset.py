@@ -201,6 +201,24 @@ def check_labels(y, what: str, public: bool = False) -> np.ndarray:
     return y.astype(np.int64)
 
 
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (Linux's MemAvailable; else free pages; None if
+    unknown): what sizes that would be held in memory (a batch, an image being resized) are checked against."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def normalise_images(pixels01: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...]) -> np.ndarray:
     """(pixel - mean) / std per channel, float32; pixels01 is NHWC in [0, 1]."""
     m = np.asarray(mean, np.float32)

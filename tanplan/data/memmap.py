@@ -261,27 +261,13 @@ def check_fits(rows: int, shape: tuple[int, ...], out, *, working: int, what: st
         raise UsageError(f"{what} is not allowed here: {rows:,} images of {'×'.join(map(str, shape))} need "
                          f"{files / 2**30:,.1f} GiB on disk and {where} has {free / 2**30:,.1f} GiB free; "
                          "use a smaller --image-size or another --out")
+    from tanplan.data.dataset import available_memory
+
     memory = available_memory()
     if memory is not None and working > memory:
         raise UsageError(f"{what} is not allowed: one image of {'×'.join(map(str, shape))} needs about "
                          f"{working / 2**30:,.1f} GiB of memory while resized and {memory / 2**30:,.1f} GiB are "
                          "available; use a smaller --image-size")
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation now (Linux's MemAvailable; else free pages; None if
-    unknown)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _check_out(out) -> Path:

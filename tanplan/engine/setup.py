@@ -85,6 +85,9 @@ def prepare(cfg: Config) -> Prepared:
     dataset = load_data(cfg)
     task.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
+    from tanplan.engine.memory import check_batches_fit
+
+    check_batches_fit(cfg, plan, dataset)  # large rows of a memmap or a source: refused before anything is written
     model = build_model(cfg, dataset.num_classes, dataset.input_shape)  # a plug-in is checked here, on public inputs
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)

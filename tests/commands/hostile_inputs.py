@@ -172,4 +172,9 @@ def write_image_folder(root: Path) -> dict:
             folder = root / "images" / split / label
             folder.mkdir(parents=True)
             Image.fromarray(np.full((6, 6, 3), 40 if label == "a" else 200, np.uint8)).save(folder / "0.png")
-    return {"images": str(root / "images")}
+    # the same with one test image that is not an image: met after the training images were written
+    import shutil
+
+    shutil.copytree(root / "images", root / "broken_images")
+    (root / "broken_images" / "test" / "b" / "1.png").write_bytes(b"not a png")
+    return {"images": str(root / "images"), "broken_images": str(root / "broken_images")}

@@ -311,6 +311,8 @@ CASES = [
      "--image-size 100000 is not allowed", True),
     (["convert", "--from", "image-folder", "{images}", "--out", "{root}/c2", "--mean", "nan,0,0"], 2,
      "finite value(s)", True),
+    (["convert", "--from", "image-folder", "{broken_images}", "--out", "{root}/c3", "--image-size", "4"], 2,
+     "cannot read image", True),  # the temporary folder with the training images is removed
     (["convert", "--from", "image-folder", "{images}", "--out", "{hostile}", "--image-size", "4"], 2,
      "is not an empty folder", True),
 ]
@@ -409,3 +411,16 @@ def test_the_python_api_raises_usage_error_for_wrong_types(call, says, monkeypat
     with pytest.raises(UsageError) as caught:
         call(tanplan)
     assert says in str(caught.value) and not isinstance(caught.value, TypeError)
+
+
+def test_batches_that_do_not_fit_in_memory_are_refused_before_anything_is_written(files, capsys, monkeypatch):
+    """Item 7's sizes against memory: with 64 KiB available, TINY's padded batches (mnist1d rows of 40 floats,
+    B = 256) do not fit; the run is refused in one line naming the planned layout's B, nothing written."""
+    import tanplan.data.dataset
+
+    monkeypatch.setattr(tanplan.data.dataset, "available_memory", lambda: 2**16)
+    before = _tree(files["root"])
+    assert cli.main([_fill(a, files) for a in [*("train", *TINY), "--out", "{root}/m1"]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "examples of shape 40×1 do not fit" in err and "B = 256" in err, err
+    assert _tree(files["root"]) == before
