@@ -72,7 +72,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     checkpoints every train.checkpoint_every steps (0: only at the end) and on SIGTERM/SIGINT. resume:
     continue the newest intact checkpoint in workdir (a finished run takes no step and reports again).
     writers: more tracking writers for the published records, beside [tracking]'s (tanplan.engine.tracking).
-    Raises UsageError on bad input (before any step), TrainingDiverged, RunInterrupted.
+    Raises UsageError on bad input (before any step; or a bad row met mid-run), TrainingDiverged,
+    RunInterrupted; whatever stops it after steps ran, ledger.json counts every one of them first.
 
     canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): the
     step adds that many gradient canaries before the noise (tanplan.dp.canaries); summary.json and the model
