@@ -221,7 +221,9 @@ def _pld_grid(grouped: tuple, delta: float, neighbouring: str) -> float:
     floor = _pld_interval(sigma_min) if sigma_min < 0.5 else 0.0  # memory: the loss spreads as 1/σ² below 0.5
     grid = _GRID_MAX
     eps = _epsilon_of_events(grouped, delta, "pld", neighbouring, grid)
-    while grid / 2 >= max(floor, _GRID_MIN_PER_EPSILON * eps):
+    for _ in range(40):  # an accountant whose floating point collapsed (NaN, ∞) stops it: _check_sound says why
+        if not (math.isfinite(eps) and grid / 2 >= max(floor, _GRID_MIN_PER_EPSILON * eps)):
+            break
         grid /= 2
         finer = _epsilon_of_events(grouped, delta, "pld", neighbouring, grid)
         if eps - finer <= _GRID_STEP_TOLERANCE * finer:
