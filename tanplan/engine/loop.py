@@ -346,7 +346,7 @@ def _postfix(last: dict, history: list[dict], ticker, step: int, private: bool) 
     accuracy, and the ε of record from step 1, labelled with its accountant (and relation when it is
     replace-one); "≤" between evaluations (tanplan.engine.epsilon_ticker); ∞ for a non-private run."""
     out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"} if last else {}
-    if history:
+    if history and history[-1].get("test_accuracy") is not None:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
     if not private:
         out["ε"] = "∞"
