@@ -21,8 +21,8 @@ reported is the ledger's figure of record (`Ledger.record()`: the config's accou
 relation; RDP under add/remove-one for a proxy): metrics.jsonl's `epsilon_spent`, TensorBoard, the model
 card and summary.json's `epsilon`. Whatever stops the run after steps ran (divergence, an error reading a
 batch, any exception), the ledger counts every step taken before the error propagates: the step at which
-it stopped is a function of those noisy steps. What the run publishes (metrics.jsonl, summary.json, ledger.json, model/) is a
-function of the noisy parameters, the test set and public information only (the config, N, the planned
+it stopped is a function of those noisy steps. What the run publishes (metrics.jsonl, summary.json,
+ledger.json, model/) is a function of the noisy parameters, the test set and public information only (the config, N, the planned
 batch layout, the expected batch size B for the throughput): never of the sampled batches' sizes or
 contents. The training loss and accuracy of the private batches, which carry no noise, go to the private
 folder (and the progress bar). The records of metrics.jsonl (with their wall-clock time and throughput)

@@ -263,7 +263,8 @@ def test_an_error_after_steps_ran_leaves_a_ledger_of_every_step_that_ran(tiny_np
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "not finite (test)" in err and "Traceback" not in err, err
     ledger = json.loads((out / "ledger.json").read_text())
-    assert ledger["steps"] == 4 and [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [3]
+    assert ledger["steps"] == 4
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [3]
     cfg = load_config(None, overrides)
     q = cfg.train.batch_size / 240
     release = ledger["releases"][-1]

@@ -99,7 +99,8 @@ def test_composition_groups_equal_steps_without_changing_epsilon():
 @pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
 def test_pld_of_record_is_within_1_percent_of_dp_accountings_fine_grid(q, sigma, steps, delta, neighbouring):
     """Issue 28 item 13: exact means exact at small ε too. The figure of record, on the grid pld_grid scales
-    with ε, is at least and within 1% of dp_accounting's own PLD at a grid eight times finer (and ≤ its default 1e-4)."""
+    with ε, is at least and within 1% of dp_accounting's own PLD at a grid eight times finer (and ≤ its
+    default 1e-4)."""
     import dp_accounting
 
     event = accounting.dp_sgd_event(q, sigma, steps)
