@@ -46,7 +46,8 @@ class PrivacyViolation(TanplanError):
 
 
 class TrainingDiverged(TanplanError):
-    """Training stopped on a non-finite loss; the last good checkpoint is kept."""
+    """Training stopped: the released (noisy) parameters are not finite; its steps are accounted and the last
+    good checkpoint is kept."""
 
     exit_code = 1
 

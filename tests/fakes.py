@@ -57,7 +57,8 @@ def _summary(run, ledger, accuracy: float) -> dict:
 def _ledger(run):
     from tanplan.privacy.ledger import Ledger
 
-    ledger = Ledger(delta=run.delta)
+    ledger = Ledger(delta=run.delta, accountant=run.accountant, neighbouring=run.neighbouring,
+                    proxy=run.target is not None)  # like the engine's: a proxy's own figure is RDP
     if run.snip_sigma:
         ledger.record_snip(run.q, run.snip_sigma, run.delta)
     ledger.advance(ledger.open_release(0, run.q, run.sigma, run.delta), run.steps)

@@ -11,12 +11,16 @@ a checksum of those leaves. The folder is private (owner-only): it also holds th
 (tanplan.dp.secret), which is never written anywhere else.
 
 Atomicity and damage: orbax writes each step into a temporary directory and renames it when complete;
-the last two complete checkpoints are kept; temporary directories left by a killed process are removed
-whenever the folder is opened or closed. `restore_intact` takes the newest checkpoint that reads back
-whole and matches its checksum, removes the unreadable newer ones (the run redoes those steps with the
-same secret, so it releases nothing new) and says which it skipped. Only bytes that cannot be read back
-or fail their checksum are damage: a checkpoint of another structure (another model, the EMA switched
-on or off) is a user's mistake, refused with UsageError before any state is read, and nothing is deleted.
+temporary directories left by a killed process (never a complete checkpoint) are removed whenever the
+folder is opened or closed. A checkpoint is deleted only by the rotation of the process that wrote it:
+of the checkpoints this process saved, those older than the newest MAX_TO_KEEP in the folder go; a
+checkpoint written by an earlier session (the one a resume started from) is never deleted.
+`restore_intact` takes the newest checkpoint that reads back whole and matches its checksum; unreadable
+newer ones are moved aside, inside the private folder, to `<step>.damaged-<UTC time>` (the run redoes those
+steps with the same secret, so it releases nothing new), and it says which. When no checkpoint reads back,
+nothing is moved: UsageError (exit 2: the folder given to resume cannot be resumed) names them. Only bytes
+that cannot be read back or fail their checksum are damage: a checkpoint of another structure (another
+model, the EMA switched on or off) is a user's mistake, refused with UsageError before any state is read.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +66,15 @@ class Checkpoints:
 
         self._ocp = ocp
         self.directory = Path(directory).absolute()
+        self.max_to_keep = max_to_keep
+        self.written: list[int] = []  # steps this process saved: the only ones its rotation may delete
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             os.chmod(self.directory, 0o700)  # private: the run's secret lives here too
             self.remove_temporaries()
-            self.manager = ocp.CheckpointManager(
+            self.manager = ocp.CheckpointManager(  # no max_to_keep: orbax would delete earlier sessions' too
                 self.directory,
-                options=ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                options=ocp.CheckpointManagerOptions(create=True,
                                                      enable_async_checkpointing=False,
                                                      cleanup_tmp_directories=True),
             )
@@ -92,6 +99,11 @@ class Checkpoints:
         except OSError as err:
             raise CheckpointError(f"could not write the checkpoint of step {step} under {str(self.directory)!r} "
                                   f"({err.strerror or err}); the previous checkpoint is kept") from None
+        self.written.append(step)
+        newest = set(self.steps()[-self.max_to_keep:])
+        for old in [s for s in self.written if s not in newest]:  # rotation: only what this process wrote
+            self.manager.delete(old)
+            self.written.remove(old)
 
     def restore(self, step: int, template) -> tuple[Any, dict]:
         """(tree shaped like template with the saved leaves, meta) of one checkpoint; UsageError if it
@@ -131,22 +143,37 @@ class Checkpoints:
         return jax.tree.unflatten(treedef, restored), meta
 
     def restore_intact(self, template) -> tuple[Any, dict, list[str]] | None:
-        """(state, meta, skipped) of the newest checkpoint that reads back whole, or None when there is
-        none; unreadable newer ones are removed and described in `skipped`. A checkpoint that reads back
-        but belongs to another model is not damage: its CheckpointError propagates."""
-        skipped = []
+        """(state, meta, moved) of the newest checkpoint that reads back whole, or None when there is none.
+        Unreadable newer ones are moved aside to `<step>.damaged-<UTC time>` in the same private folder
+        (never deleted) and described in `moved`. When none reads back, nothing is moved and UsageError
+        names them. A checkpoint that reads back but belongs to another model is not damage: its error
+        propagates."""
+        damaged: list[tuple[int, str]] = []
         for step in reversed(self.steps()):
             try:
                 state, meta = self.restore(step, template)
             except _Damaged as err:
-                skipped.append(str(err))
-                shutil.rmtree(self.directory / str(step), ignore_errors=True)
-                self.manager.reload()
+                damaged.append((step, str(err)))
                 continue
-            return state, meta, skipped
-        if skipped:
-            raise CheckpointError(f"no intact checkpoint in {str(self.directory)!r}: {'; '.join(skipped)}")
+            moved = [f"{why}: moved aside to {self._move_aside(bad)!r}" for bad, why in damaged]
+            if damaged:
+                self.manager.reload()
+            return state, meta, moved
+        if damaged:
+            raise UsageError(f"--resume is not possible: no checkpoint in {str(self.directory)!r} reads back whole "
+                             f"({'; '.join(why for _, why in damaged)}); nothing was moved or deleted: resume "
+                             "into a new --out, or move those step folders away to start this one over")
         return None
+
+    def _move_aside(self, step: int) -> str:
+        """Rename the folder of a damaged checkpoint so that the resumed run can write that step again."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        target = self.directory / f"{step}.damaged-{stamp}"
+        n = 1
+        while target.exists():
+            target, n = self.directory / f"{step}.damaged-{stamp}-{n}", n + 1
+        (self.directory / str(step)).rename(target)
+        return target.name
 
     def remove_temporaries(self) -> None:
         """Delete orbax's temporary step folders (a process killed while saving leaves them)."""

@@ -17,22 +17,28 @@ ends with the parameters of an uninterrupted run, bit for bit on the same device
 
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
 counts them (ledger.json is written before the metrics line or the checkpoint it covers), and the ε
-reported is the ledger's. What the run publishes (metrics.jsonl, summary.json, ledger.json, model/) is a
-function of the noisy parameters, the test set and public information only (the config, N, the planned
+reported is the ledger's figure of record (`Ledger.record()`: the config's accountant and neighbouring
+relation; RDP under add/remove-one for a proxy): metrics.jsonl's `epsilon_spent`, TensorBoard, the model
+card and summary.json's `epsilon`. Whatever stops the run after steps ran (divergence, an error reading a
+batch, any exception), the ledger counts every step taken before the error propagates: the step at which
+it stopped is a function of those noisy steps. What the run publishes (metrics.jsonl, summary.json,
+ledger.json, model/) is a function of the noisy parameters, the test set and public information only (the config, N, the planned
 batch layout, the expected batch size B for the throughput): never of the sampled batches' sizes or
 contents. The training loss and accuracy of the private batches, which carry no noise, go to the private
 folder (and the progress bar). The records of metrics.jsonl (with their wall-clock time and throughput)
 also go to TensorBoard event files and any plugged-in writer (tanplan.engine.tracking); the progress bar
-shows the RDP ε from step 1 (tanplan.engine.epsilon_ticker). summary.json and ledger.json record the
+shows the ε of record from step 1, between evaluations as "≤" its value at the next one
+(tanplan.engine.epsilon_ticker). summary.json and ledger.json record the
 platform, the devices and the library versions (tanplan.provenance). SIGTERM and SIGINT finish the step in
 flight, save a checkpoint and stop with RunInterrupted (exit 128 + signal); `--resume` continues.
-Non-finite released (noisy) parameters stop the run with TrainingDiverged; the last good checkpoint is
-kept. Files: tanplan.engine.run_folder.
+Non-finite released (noisy) parameters stop the run with TrainingDiverged (its steps accounted); the
+last good checkpoint is kept. Files: tanplan.engine.run_folder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -48,6 +54,7 @@ from tanplan.engine.checkpoint import host_array
 from tanplan.engine.run_folder import RunFolder, fingerprint
 from tanplan.engine.summary import RunSummary
 from tanplan.errors import RunInterrupted, TrainingDiverged
+from tanplan.privacy import accounting
 from tanplan.privacy.ledger import Ledger
 from tanplan.provenance import environment
 
@@ -65,7 +72,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     checkpoints every train.checkpoint_every steps (0: only at the end) and on SIGTERM/SIGINT. resume:
     continue the newest intact checkpoint in workdir (a finished run takes no step and reports again).
     writers: more tracking writers for the published records, beside [tracking]'s (tanplan.engine.tracking).
-    Raises UsageError on bad input (before any step), TrainingDiverged, RunInterrupted.
+    Raises UsageError on bad input (before any step; or a bad row met mid-run), TrainingDiverged,
+    RunInterrupted; whatever stops it after steps ran, ledger.json counts every one of them first.
 
     canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): the
     step adds that many gradient canaries before the noise (tanplan.dp.canaries); summary.json and the model
@@ -109,12 +117,15 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         ndev = run.mesh.devices.size
         env = environment(run.mesh.devices.flat)
 
-        # Resume, in this order: (1) restore the newest intact checkpoint, removing damaged newer ones;
+        # Resume, in this order: (1) restore the newest intact checkpoint, moving damaged newer ones aside;
         # (2) refuse if the config differs from the one it was saved with; (3) only then rewrite config.toml
         # and drop later metrics; (4) go on at its step with the same secret: the same batches and noise.
         state = dp_step.create_train_state(run.params, run.optimizer, t_cfg.ema_decay)
+        proxy = plan.target is not None
+        # One PLD grid for every figure of the run (scaled to its planned ε): its ε of record grows with its steps.
+        grid = accounting.pld_grid(plan.events(), plan.delta, plan.neighbouring) if plan.private and not proxy else None
         ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta,
-                        accountant=plan.accountant, neighbouring=plan.neighbouring)
+                        accountant=plan.accountant, neighbouring=plan.neighbouring, proxy=proxy, pld_interval=grid)
         # The planned layout is public (N, q, the config); a layout grown for a batch that outgrew it is
         # private (it bounds a sampled batch size): it stays in the checkpoint, never in summary.json.
         planned = layout = sampling.batch_layout(n, plan.q, t_cfg.physical_batch_size, ndev)
@@ -123,6 +134,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         if restored is not None:
             state, meta = restored
             start, ledger = int(meta["step"]), Ledger.from_dict(meta["ledger"])
+            ledger.proxy = proxy  # (a checkpoint written before these fields existed: set them)
+            ledger.pld_interval = grid if ledger.pld_interval is None else ledger.pld_interval
             saved = sampling.BatchLayout(**meta["layout"])
             layout = saved if saved.chunk_size % ndev == 0 else layout.grown_to(saved.capacity)
             say(f"tanplan: resuming from the checkpoint of step {start}")
@@ -131,7 +144,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         folder.begin(cfg, start)
         release = ledger.open_release(start, plan.q, plan.sigma, plan.delta, backend=backend, devices=ndev,
                                       platform=env.platform, device_kind=env.device_kind, versions=env.versions)
-        ticker = EpsilonTicker(ledger, release) if progress and primary and plan.private else None
+        marks = lambda step: min(-(-step // t_cfg.eval_every) * t_cfg.eval_every, plan.steps)  # noqa: E731
+        ticker = EpsilonTicker(ledger, release, marks) if progress and primary and plan.private else None
         if run.route in ("vmap", "plain") and layout.chunks > 1 and jax.default_backend() == "cpu":
             say(f"tanplan: note: the {run.route} gradient route accumulates {layout.chunks} chunks; on CPU, XLA runs "
                 "convolution weight-gradients inside loops very slowly: raise train.physical_batch_size to "
@@ -153,13 +167,15 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
             params = run_params(state)
             record = {"step": step, **evaluation.evaluate(run.eval_batch, params, run.dataset.test,
                                                           t_cfg.eval_batch_size, run.local_mesh),
-                      "epsilon_spent": ledger.epsilon("rdp")}
+                      "epsilon_spent": ledger.epsilon_of_record()}
             if state.ema_params is not None:
                 raw = evaluation.evaluate(run.eval_batch, local(state.params), run.dataset.test,
                                           t_cfg.eval_batch_size, run.local_mesh)
                 record["test_accuracy_no_ema"] = raw["test_accuracy"]
             record["steps_per_second"] = _steps_per_second(step - start - 1, clock, eval_seconds)
             record["wall_time"] = time.time()
+            # A model whose finite parameters overflow its outputs has no finite test loss: null, valid JSON.
+            record = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}
             folder.write_ledger(ledger)  # first: a kill before the metrics line over-reports, never under
             folder.append_metrics(record)
             tracker.write(record)
@@ -176,6 +192,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
             return sharding.replicate(jax.tree.map(host_array, tree), run.local_mesh)
 
         tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=start, primary=primary)
+        ran = start  # steps this session took (dispatched): every one is accounted, whatever stops the run
         try:
             draw = lambda t: sampling.poisson_batch(n, plan.q, secret.batch_rng(BATCH, t))  # noqa: E731
             with _Signals() as signals, batches.StepBatches(run.dataset.train, draw, run.mesh, stop=plan.steps,
@@ -198,7 +215,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                         observed.append(metrics.pop(canary_lib.OBSERVATION))
                     else:
                         state, metrics = run.step(state, batch, roots)
-                    done = t + 1
+                    ran = done = t + 1
                     if pending is not None:
                         last = _settle(*pending)
                     pending = (metrics, done)
@@ -218,8 +235,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                     if is_ckpt or signals.signum is not None:  # a signal (even during the evaluation): save, stop
                         ledger.advance(release, done)
                         folder.save(done, state, _meta(done, cfg, plan, ledger, layout), ledger)
-                    bar.set_postfix(_postfix(last, history, ticker.at(done) if ticker else None, plan.private),
-                                    refresh=False)
+                    bar.set_postfix(_postfix(last, history, ticker, done, plan.private), refresh=False)
                     bar.update(1)
                     if signals.signum is not None:
                         interrupted = signal.Signals(signals.signum).name
@@ -230,6 +246,12 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
                     last = _settle(*pending)
         except _NonFinite as err:
             diverged_at = err.step
+            ledger.advance(release, ran)  # diverged_at_step is published: the steps behind it count
+        except BaseException:
+            if ran > start:  # the steps that ran, in ledger.json before the error propagates
+                ledger.advance(release, ran)
+                folder.write_ledger(ledger)
+            raise
         finally:
             bar.close()
 
@@ -240,8 +262,11 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         final = history[-1] if history else {}
         # PLD at a proxy's small σ takes minutes (or cannot run), and a proxy's own ε guarantees nothing: RDP.
         pld = ledger.pld_figures() if plan.target is None else {"epsilon_pld": None, "epsilon_replace_one": None}
+        accountant_of_record, neighbouring_of_record = ledger.record()
         summary = RunSummary(
             test_accuracy=final.get("test_accuracy"), test_loss=final.get("test_loss"),
+            epsilon=ledger.epsilon_of_record(), epsilon_accountant=accountant_of_record,
+            epsilon_neighbouring=neighbouring_of_record,
             epsilon_rdp=ledger.epsilon("rdp"), epsilon_pld=pld["epsilon_pld"],
             epsilon_replace_one=pld["epsilon_replace_one"], neighbouring=plan.neighbouring,
             delta=plan.delta, accountant=plan.accountant, private=plan.private, noise_secret=not secret.reproducible,
@@ -267,8 +292,9 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         folder.write_summary(written)
     if diverged_at is not None:
         kept = f"; the last good checkpoint is kept at step {history[-1]['step']}" if history and workdir else ""
-        raise TrainingDiverged(f"training diverged: the loss is not finite at step {diverged_at} (learning rate "
-                               f"{cfg.train.learning_rate:g} may be too high){kept}")
+        raise TrainingDiverged(f"training diverged: the parameters are not finite after step {diverged_at} (learning "
+                               f"rate {cfg.train.learning_rate:g} may be too high; its {ledger.steps} steps are "
+                               f"accounted in the ledger){kept}")
     if interrupted:
         raise RunInterrupted(f"{interrupted}: stopped after step {ledger.steps} of {plan.steps}; checkpoint saved in "
                              f"{str(Path(workdir) / 'checkpoint')!r}; continue with --resume", getattr(signal, interrupted))
@@ -307,20 +333,26 @@ def _model_card(cfg: Config, run, summary: RunSummary, canaries: int = 0) -> dic
     card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
             "num_classes": run.dataset.num_classes, "input_shape": list(run.dataset.input_shape),
             "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
-            "epsilon_rdp": summary.epsilon_rdp, "delta": summary.delta, "noise_secret": summary.noise_secret,
+            "epsilon": summary.epsilon, "epsilon_accountant": summary.epsilon_accountant,
+            "epsilon_neighbouring": summary.epsilon_neighbouring, "delta": summary.delta,
+            "noise_secret": summary.noise_secret,
             "test_accuracy": summary.test_accuracy}
     if canaries:  # the audit's run: trained with canaries, for the audit only
         card |= {"audit_canaries": canaries, "private_release": False}
     return card
 
 
-def _postfix(last: dict, history: list[dict], epsilon: float | None, private: bool) -> dict:
+def _postfix(last: dict, history: list[dict], ticker, step: int, private: bool) -> dict:
     """The bar's figures: the private batch's loss and accuracy (shown, never published), the last test
-    accuracy, and the ε spent so far (RDP, from step 1; ∞ for a non-private run)."""
+    accuracy, and the ε of record from step 1, labelled with its accountant (and relation when it is
+    replace-one); "≤" between evaluations (tanplan.engine.epsilon_ticker); ∞ for a non-private run."""
     out = {"loss": f"{last['loss']:.3f}", "acc": f"{last['accuracy']:.3f}"} if last else {}
-    if history:
+    if history and history[-1].get("test_accuracy") is not None:
         out["test"] = f"{history[-1]['test_accuracy']:.3f}"
-    out["ε_rdp"] = f"{epsilon:.2f}" if private and epsilon is not None else ("…" if private else "∞")
+    if not private:
+        out["ε"] = "∞"
+    elif ticker is not None:
+        out[ticker.label] = ticker.shown(step) or "…"
     return out
 
 

@@ -8,8 +8,9 @@
     out/model/           the released model (public; tanplan.engine.release)
     out/checkpoint/      PRIVATE, owner-only: orbax checkpoints, the run's secret (run_secret.json) and
                          the training diagnostics (train_diagnostics.jsonl: loss and accuracy of the
-                         private batches, without noise). Whoever reads it can replay the noise: never
-                         publish it.
+                         private batches, without noise); damaged checkpoints a resume moved aside
+                         (<step>.damaged-<time>: tanplan deletes no checkpoint it did not write in this
+                         process). Whoever reads it can replay the noise: never publish it.
     out/.tanplan.lock    held while a process trains into out
 
 workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only.
@@ -88,8 +89,8 @@ class RunFolder:
         if found is None:  # nothing to continue: a fresh run (stages resume their runs whenever they can)
             return None
         state, meta, skipped = found
-        for reason in skipped:
-            log(f"tanplan: {reason}: removed; resuming from the newest intact checkpoint")
+        for reason in skipped:  # each damaged newer checkpoint, moved aside (never deleted)
+            log(f"tanplan: {reason}; resuming from the newest intact checkpoint")
         changed = differences(meta["fingerprint"], fingerprint)
         if changed:
             raise UsageError(f"--resume is not allowed: the config differs from the checkpoint's in {', '.join(changed)}; "

@@ -57,6 +57,12 @@ class RunSummary:
     platform: str | None = None
     device_kind: str | None = None
     versions: dict | None = None
+    # the figure of record of its ledger, the ε its progress bar, metrics.jsonl, TensorBoard and model card
+    # show: under the config's accountant and relation; RDP under add/remove-one for a proxy (None in
+    # summaries written before it existed)
+    epsilon: float | None = None
+    epsilon_accountant: str | None = None
+    epsilon_neighbouring: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -27,9 +27,12 @@ Where the accountants are trusted (UsageError, exit 2, outside it; tests/privacy
 - PLD additionally needs σ ≥ PLD_SIGMA_MIN = 0.1: below it the privacy-loss grid exhausts memory (or
   runs for minutes), and ε is in the tens per step anyway. Where PLD cannot run, a composition reported
   beside the accountant of record falls back to RDP with a note (`epsilon_with_fallback`), never a
-  failure. The PLD grid is dp_accounting's (1e-4 in privacy loss), coarsened in proportion to 1/σ² below
-  σ = 0.5 and to √(S/2000) beyond 2,000 steps (at most 10×): a pessimistic PLD stays an upper bound on
-  any grid, and on the paper's ImageNet plan (S = 18,000) the coarser grid moves ε by under 0.01%.
+  failure. The PLD grid (value_discretization_interval) scales with the ε being computed (`pld_grid`):
+  a pessimistic PLD is an upper bound on any grid, but its excess grows with the grid and the steps (a
+  fixed 1e-4 gave 0.0378 for an ε of 0.0341 on the ImageNet plan at δ = 1/N). The grid starts at 1e-2
+  and is halved until halving moves ε by at most 0.3% (within a floor that bounds memory below σ = 0.5
+  and the grid's points): the figure of record lands within 1% above dp_accounting's at a fine grid
+  (tests/privacy/test_accounting.py).
 - Every ε is checked before it is returned: it must be a number (not NaN or infinite) and must not
   lie below `epsilon_lower_bound`, an ε that the mechanism provably exceeds (a single test on the sum
   of the noisy releases). An accountant whose floating point collapsed is refused with the reason,
@@ -55,7 +58,6 @@ _SIGMA_MAX = 1e5  # calibration searches σ up to this
 # privacy.sigma too, so they are defined with the config, which checks them before any data is loaded.
 PLD_SIGMA_MIN = 0.1
 _PLD_INTERVAL = 1e-4  # dp_accounting's default grid of privacy-loss values
-_COARSE_INTERVAL = 1e-3  # PLD calibration searches on a grid this coarse (or the fine one), then confirms
 
 
 def _dp():
@@ -153,7 +155,8 @@ def epsilon(q: float, sigma: float, steps: int, delta: float, accountant: str = 
     return epsilon_of_events([dp_sgd_event(q, sigma, steps)], delta, accountant, neighbouring)
 
 
-def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbouring: str = "add_remove") -> float:
+def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbouring: str = "add_remove",
+                      interval: float | None = None) -> float:
     """ε at δ of the composition of DpEvents under the accountant and the neighbouring relation: THE
     function every ε in tanplan comes from (a run's plan, its ledger, the launch's budget check, the
     pipeline's total). 0.0 for no event.
@@ -165,6 +168,9 @@ def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbourin
     one whose gradient is zero); otherwise UsageError says why. Events of other shapes are composed as
     given, without the lower-bound check.
 
+    PLD runs on `pld_grid` of the composition, or on `interval` when given (a ledger fixes one grid for
+    its whole run, so that its ε grows with its steps: tanplan.privacy.ledger).
+
     Memoised: DpEvents are frozen values, and a run asks for the same composition at every evaluation
     and checkpoint (the checks above run on every call).
     """
@@ -175,12 +181,55 @@ def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbourin
     params = [p for p in map(_dp_sgd_params, events) if p is not None]
     for q, sigma, steps in params:
         _check(q, sigma, steps, delta, accountant)
-    sigma_min = min((p[1] for p in params), default=None)
-    total_steps = sum(p[2] for p in params) or None
-    eps = _epsilon_of_events(_grouped(events), float(delta), accountant, neighbouring,
-                             _pld_interval(sigma_min, total_steps) if accountant == "pld" else None)
+    grouped = _grouped(events)
+    if accountant == "pld" and interval is None:
+        interval = _pld_grid(grouped, float(delta), neighbouring)
+    eps = _epsilon_of_events(grouped, float(delta), accountant, neighbouring,
+                             float(interval) if accountant == "pld" else None)
     _check_sound(eps, params, delta, accountant)
     return eps
+
+
+_GRID_MAX = 1e-2  # the coarsest PLD grid, tried first
+_GRID_STEP_TOLERANCE = 3e-3  # halving the grid moved ε by at most this (relative): stop
+_GRID_MIN_PER_EPSILON = 1e-6  # no finer than ε·1e-6 (bounds the grid's points, and the time)
+
+
+def pld_grid(events, delta: float, neighbouring: str = "add_remove") -> float:
+    """The PLD grid (value_discretization_interval) for the composition of `events` at δ: scaled with the
+    ε being computed, so that ε lands within 1% of dp_accounting's at a fine grid.
+
+    Starts at 1e-2 and halves the grid until halving moves ε by at most 0.3% (a pessimistic PLD's excess
+    shrinks at least linearly with the grid, so what is left is below that), within a floor that bounds
+    the grid's points (memory below σ = 0.5, as `_pld_interval`; at most ~10^6 points per unit of ε).
+    Any grid gives an upper bound: this only buys precision, at the cost of a few evaluations, the
+    coarse ones cheap (memoised: the figure on the grid returned is already computed)."""
+    check_delta(delta)
+    _relation(neighbouring)
+    params = [p for p in map(_dp_sgd_params, events) if p is not None]
+    for q, sigma, steps in params:
+        _check(q, sigma, steps, delta, "pld")
+    return _pld_grid(_grouped(events), float(delta), neighbouring)
+
+
+@lru_cache(maxsize=1024)
+def _pld_grid(grouped: tuple, delta: float, neighbouring: str) -> float:
+    params = [p for p in map(_dp_sgd_params, grouped) if p is not None]
+    if not params:
+        return _PLD_INTERVAL
+    sigma_min = min(p[1] for p in params)
+    floor = _pld_interval(sigma_min) if sigma_min < 0.5 else 0.0  # memory: the loss spreads as 1/σ² below 0.5
+    grid = _GRID_MAX
+    eps = _epsilon_of_events(grouped, delta, "pld", neighbouring, grid)
+    for _ in range(40):  # an accountant whose floating point collapsed (NaN, ∞) stops it: _check_sound says why
+        if not (math.isfinite(eps) and grid / 2 >= max(floor, _GRID_MIN_PER_EPSILON * eps)):
+            break
+        grid /= 2
+        finer = _epsilon_of_events(grouped, delta, "pld", neighbouring, grid)
+        if eps - finer <= _GRID_STEP_TOLERANCE * finer:
+            break
+        eps = finer
+    return grid
 
 
 @lru_cache(maxsize=1024)
@@ -427,10 +476,9 @@ def calibrate_sigma(q: float, steps: int, eps: float, delta: float, accountant: 
     RDP: the search uses only the few default orders next to the optimal one: the ε of a subset of
     orders is never below the ε of all orders, so the σ it finds is already safe; one evaluation with
     every order then confirms that it is within 1% (else the window moves to the new optimal order).
-    PLD: RDP's σ brackets it (RDP's ε is never below PLD's at the same σ); the search runs on a coarser
-    grid (1e-3: several times faster, still an upper bound, within 0.1% of the fine grid's ε on the demo
-    and ImageNet plans), and one evaluation on the accountant's own grid confirms the answer (else the
-    search is redone on that grid).
+    PLD: RDP's σ brackets it (RDP's ε is never below PLD's at the same σ); the search runs on twice the
+    grid `pld_grid` picks at the guess (faster, still an upper bound), and one evaluation on the figure
+    of record's own grid confirms the answer (else the search is redone on that grid).
     """
     _check(q, None, steps, delta)
     _check_target(eps, delta, accountant)
@@ -472,16 +520,16 @@ def _calibrate_pld(q: float, steps: int, eps: float, delta: float, neighbouring:
 
 def solve_pld(events_of, guess: float, eps: float, delta: float, neighbouring: str = "add_remove") -> float:
     """The smallest σ whose composition events_of(σ) has PLD ε in [eps·(1 − 1%), eps] (never over): searched
-    on a coarse PLD grid (1e-3, or the fine grid where that is coarser: still an upper bound), confirmed
-    by one evaluation on the accountant's own grid (else searched again on it)."""
+    on twice the grid `pld_grid` picks at the guess (still an upper bound), confirmed by one evaluation on
+    the figure of record's own grid (else searched again on it)."""
+    grid = 2 * pld_grid(events_of(guess), delta, neighbouring)  # searched on twice the guess's grid
+
     def coarse(sigma: float) -> float:
         events = events_of(sigma)
         params = [p for p in map(_dp_sgd_params, events) if p is not None]
         for q, s, n in params:
             _check(q, s, n, delta, "pld")
-        fine_grid = _pld_interval(min(p[1] for p in params), sum(p[2] for p in params))
-        return _epsilon_of_events(_grouped(events), float(delta), "pld", neighbouring,
-                                  max(fine_grid, min(_COARSE_INTERVAL, 10 * fine_grid)))
+        return _epsilon_of_events(_grouped(events), float(delta), "pld", neighbouring, grid)
 
     fine = lambda s: epsilon_of_events(events_of(s), delta, "pld", neighbouring)  # noqa: E731
     search = dict(close=2e-3, lo_limit=PLD_SIGMA_MIN, accountant="pld", step=1.1)

@@ -13,6 +13,11 @@ ledger is that of the composition of all its releases by tanplan.privacy.account
 under the accountant and neighbouring relation asked for. ledger.json states both relations
 (add/remove-one: `epsilon_rdp`, `epsilon_pld`; replace-one: `epsilon_replace_one`, PLD) and which one is
 of record (`neighbouring`, the one σ was calibrated to) with the accountant of record (`accountant`).
+`epsilon` is the figure of record of the releases so far, the one a run shows (`record()` says under which
+accountant and relation): the accountant and relation of record, except for a proxy's ledger, whose
+own ε is RDP under add/remove-one (PLD at its small σ' is slow or cannot run, and its ε guarantees
+nothing for the target). Every PLD figure of one ledger is computed on one grid (`pld_interval`, fixed
+when the run starts from its planned releases), so that its ε grows with its steps.
 ledger.json is written just before each checkpoint and each evaluation line of metrics.jsonl, so a
 kill in between leaves it ahead of them (an over-report, never an under-report); the ledger inside the
 checkpoint is the one a resume restores. A resumed run starts a new release at the step of the checkpoint it restores, so it adds only the
@@ -64,6 +69,8 @@ class Ledger:
     delta: float | None = None
     accountant: str = "pld"  # of record: σ calibrated and the budget checked with it
     neighbouring: str = "add_remove"  # the relation of record
+    proxy: bool = False  # a proxy's ledger: its own figure (`record()`) is RDP, add/remove-one
+    pld_interval: float | None = None  # the PLD grid of every figure (None: each composition's own pld_grid)
 
     @property
     def steps(self) -> int:
@@ -112,7 +119,23 @@ class Ledger:
             return None
         from tanplan.privacy import accounting
 
-        return accounting.epsilon_of_events(events, self.delta, accountant, neighbouring)
+        return accounting.epsilon_of_events(events, self.delta, accountant, neighbouring,
+                                            self.pld_interval if accountant == "pld" else None)
+
+    def record(self) -> tuple[str, str]:
+        """(accountant, neighbouring) of the figure this ledger's run shows and records as `epsilon`: those
+        of record; RDP under add/remove-one for a proxy, and wherever PLD cannot run (σ below
+        tanplan.privacy.accounting.PLD_SIGMA_MIN: a full-scale run is refused there before it starts)."""
+        from tanplan.privacy.accounting import PLD_SIGMA_MIN
+
+        low = any(0 < r.sigma < PLD_SIGMA_MIN for r in self.releases)
+        if self.proxy or (self.accountant == "pld" and low):
+            return "rdp", "add_remove"
+        return self.accountant, self.neighbouring
+
+    def epsilon_of_record(self) -> float | None:
+        """ε of all releases under `record()`: what metrics.jsonl, the model card and summary.json show."""
+        return self.epsilon(*self.record())
 
     def pld_figures(self) -> dict:
         """{"epsilon_pld", "epsilon_replace_one", "pld_note"}: PLD under both relations where it can run
@@ -130,11 +153,15 @@ class Ledger:
                 "pld_note": None}
 
     def to_dict(self, *, with_pld: bool = False) -> dict:
-        """The releases and their ε: RDP always (cheap: every evaluation writes it); with_pld, PLD under
-        add/remove-one and replace-one too (a run's final ledger)."""
+        """The releases and their ε: of record (`epsilon`, under `epsilon_accountant` and
+        `epsilon_neighbouring`) and RDP always; with_pld, PLD under add/remove-one and replace-one too (a
+        run's final ledger)."""
+        accountant, neighbouring = self.record()
         out = {"steps": self.steps, "delta": self.delta, "budget_epsilon": self.budget_epsilon,
                "accountant": self.accountant, "neighbouring": self.neighbouring,
-               "epsilon_rdp": self.epsilon("rdp"), "private": self.private,
+               "epsilon": self.epsilon_of_record(), "epsilon_accountant": accountant,
+               "epsilon_neighbouring": neighbouring, "epsilon_rdp": self.epsilon("rdp"), "private": self.private,
+               "proxy": self.proxy, "pld_interval": self.pld_interval,
                "releases": [{**asdict(r), "steps": r.steps} for r in self.releases]}
         if with_pld:
             out.update(self.pld_figures())
@@ -144,7 +171,7 @@ class Ledger:
     def from_dict(cls, d: dict) -> "Ledger":
         releases = [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in d.get("releases", [])]
         return cls(releases, d.get("budget_epsilon"), d.get("delta"), d.get("accountant", "pld"),
-                   d.get("neighbouring", "add_remove"))
+                   d.get("neighbouring", "add_remove"), bool(d.get("proxy", False)), d.get("pld_interval"))
 
 
 def read_ledger(path) -> Ledger:

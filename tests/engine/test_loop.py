@@ -1,6 +1,6 @@
 """THE loop end to end on a tiny .npz dataset: its files and which are private, secret noise against a
-reproducible noise_seed, exact resume (signal, damaged checkpoint, partial metrics line), the lock, bad
-input, divergence."""
+reproducible noise_seed, exact resume (signal, damaged checkpoints moved aside, never deleted; partial
+metrics line), the lock, bad input, divergence and errors mid-run (their steps accounted)."""
 
 import json
 import shutil
@@ -19,6 +19,7 @@ from tanplan.engine.release import load_params
 from tanplan.engine.summary import FIELDS
 from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
 from tanplan.fileio import exclusive
+from tanplan.privacy import accounting
 
 
 def _cfg(tiny_npz, *extra):
@@ -125,11 +126,39 @@ def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, 
     with open(out / "metrics.jsonl", "a") as f:
         f.write('{"step": 5, "test_acc')  # a process killed mid-line
     (out / "checkpoint" / "6.orbax-checkpoint-tmp-123").mkdir()  # a save killed mid-way
+    garbled = {p.relative_to(out / "checkpoint" / "4"): p.read_bytes()
+               for p in (out / "checkpoint" / "4").rglob("*") if p.is_file()}
     resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
     assert "checkpoint of step 4" in capsys.readouterr().err
     assert resumed["params_checksum"] == reference["params_checksum"] and resumed["resumed_from_step"] == 2
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
     assert not list((out / "checkpoint").glob("*orbax-checkpoint-tmp*"))
+    # The damaged checkpoint was moved aside inside the private folder, byte for byte, never deleted; the
+    # checkpoint the resume started from (step 2, an earlier session's) is kept beside the new ones.
+    [aside] = (out / "checkpoint").glob("4.damaged-*")
+    assert {p.relative_to(aside): p.read_bytes() for p in aside.rglob("*") if p.is_file()} == garbled
+    assert checkpoint_steps(out) == [2, 4, 6]
+
+
+def test_resume_with_every_checkpoint_damaged_is_one_line_exit_2_and_keeps_every_file(tiny_npz, tmp_path, capsys):
+    overrides = tiny_overrides(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2")
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted):
+        train_and_evaluate(load_config(None, overrides), out, progress=False, on_eval=_interrupt_at(4))
+    assert checkpoint_steps(out) == [2, 4]
+    ckpt = out / "checkpoint"
+    for path in (ckpt / "4").rglob("*"):  # step 4: its saved state garbled
+        if path.is_file() and "state" in path.relative_to(ckpt / "4").parts:
+            path.write_bytes(b"\x00garbled" * 7)
+    for path in (ckpt / "2").rglob("*"):  # step 2: its record (meta) garbled
+        if path.is_file() and "meta" in path.relative_to(ckpt / "2").parts:
+            path.write_bytes(b"{not json")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code = cli.main(["train", "--quiet", "--resume", "--out", str(out)] + sum([["--set", o] for o in overrides], []))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert "checkpoint of step 4" in err and "checkpoint of step 2" in err and "nothing was moved or deleted" in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before  # every file, unchanged
 
 
 def test_a_refused_resume_changes_no_file(tiny_npz, tmp_path):
@@ -192,3 +221,54 @@ def test_public_files_hold_no_noiseless_statistic_of_the_private_batches(tiny_np
                                      "steps_per_second", "wall_time"} for r in public)
     private = [json.loads(x) for x in (out / "checkpoint" / "train_diagnostics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in private] == [r["step"] for r in public] and "loss" in private[0]
+
+
+def test_a_diverged_run_accounts_the_steps_it_took(tiny_npz, tmp_path, capsys):
+    """Issue 28 item 3: diverged_at_step is a function of the noisy steps before it: they are in the ledger
+    and the summary, with ε > 0; the message names what diverged (the released parameters)."""
+    overrides = tiny_overrides(tiny_npz, "privacy.clip_norm=1e30", "train.learning_rate=1e9", "train.steps=30",
+                               "train.eval_every=10")
+    out = tmp_path / "diverged"
+    code = cli.main(["train", "--quiet", "--out", str(out)] + sum([["--set", o] for o in overrides], []))
+    err = capsys.readouterr().err.strip()
+    summary = json.loads((out / "summary.json").read_text())
+    ledger = json.loads((out / "ledger.json").read_text())
+    diverged = summary["diverged_at_step"]
+    assert code == 1 and err.count("\n") == 0 and f"the parameters are not finite after step {diverged}" in err, err
+    assert diverged >= 1 and summary["steps"] >= diverged and ledger["steps"] == summary["steps"]
+    q, sigma, delta = summary["batch_size"] / summary["dataset_size"], summary["sigma"], summary["delta"]
+    event = [accounting.dp_sgd_event(q, sigma, summary["steps"])]
+    assert summary["epsilon_rdp"] == pytest.approx(accounting.epsilon_of_events(event, delta, "rdp"), rel=1e-12)
+    expected = accounting.epsilon_of_events(event, delta, "pld", "add_remove", ledger["pld_interval"])
+    assert summary["epsilon"] == summary["epsilon_pld"] == ledger["epsilon"] == ledger["epsilon_pld"] == expected
+    assert expected > 0 and ledger["epsilon_rdp"] > 0 and summary["epsilon_replace_one"] > expected
+
+
+def test_an_error_after_steps_ran_leaves_a_ledger_of_every_step_that_ran(tiny_npz, tmp_path, capsys, monkeypatch):
+    """A UsageError met mid-run (a bad row read at step 5): exit 2, one line, and ledger.json counts the
+    4 steps that ran (3 of them were in it after the evaluation at step 3), written before it propagates."""
+    from tanplan.engine import batches
+
+    take = batches.StepBatches.take
+
+    def failing_take(self, t, layout):
+        if t == 4:
+            raise UsageError("a training row read at step 5 is not finite (test)")
+        return take(self, t, layout)
+
+    monkeypatch.setattr(batches.StepBatches, "take", failing_take)
+    overrides = tiny_overrides(tiny_npz)
+    out = tmp_path / "failed"
+    code = cli.main(["train", "--quiet", "--out", str(out)] + sum([["--set", o] for o in overrides], []))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "not finite (test)" in err and "Traceback" not in err, err
+    ledger = json.loads((out / "ledger.json").read_text())
+    assert ledger["steps"] == 4
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [3]
+    cfg = load_config(None, overrides)
+    q = cfg.train.batch_size / 240
+    release = ledger["releases"][-1]
+    assert (release["first_step"], release["last_step"]) == (0, 4) and release["q"] == pytest.approx(q)
+    assert ledger["epsilon_rdp"] == pytest.approx(
+        accounting.epsilon_of_events([accounting.dp_sgd_event(q, release["sigma"], 4)], ledger["delta"], "rdp"),
+        rel=1e-12)

@@ -16,6 +16,7 @@ from conftest import tiny_overrides
 
 from tanplan.config import load_config
 from tanplan.engine import tracking
+from tanplan.engine.epsilon_ticker import round_up
 from tanplan.engine.loop import train_and_evaluate
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
@@ -140,12 +141,17 @@ def test_summary_and_ledger_record_the_platform_devices_and_versions(tracked_run
 
 
 def test_the_progress_bar_shows_epsilon_from_the_first_step(tracked_run):
+    """From step 1, before the first evaluation (step 3): the ε of record (PLD, add/remove-one) at that
+    evaluation, labelled as an upper bound ("≤"), rounded up; the figure metrics.jsonl then records."""
     cfg, summary = tracked_run["cfg"], tracked_run["summary"]
     q = summary["batch_size"] / summary["dataset_size"]
-    first = accounting.epsilon(q, summary["sigma"], 1, summary["delta"], "rdp")
+    grid = json.loads((tracked_run["out"] / "ledger.json").read_text())["pld_interval"]
+    at_three = accounting.epsilon_of_events([accounting.dp_sgd_event(q, summary["sigma"], 3)], summary["delta"],
+                                            "pld", "add_remove", grid)
+    assert tracked_run["metrics"][0]["epsilon_spent"] == at_three
     frames = tracked_run["stderr"].replace("\r", "\n").splitlines()
-    step_one = [f for f in frames if f" 1/{cfg.train.steps} " in f]  # before the first evaluation (step 3)
-    assert step_one and all(f"ε_rdp={first:.2f}" in f for f in step_one), step_one
+    step_one = [f for f in frames if f" 1/{cfg.train.steps} " in f]
+    assert step_one and all(f"ε_pld=≤{round_up(at_three)}" in f for f in step_one), step_one
 
 
 def test_tensorboard_can_be_turned_off_and_bad_writers_are_refused_before_the_run(tiny_npz, tmp_path):

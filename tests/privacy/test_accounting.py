@@ -83,11 +83,34 @@ def test_composition_groups_equal_steps_without_changing_epsilon():
     """Runs of one (q, σ) are composed as one event of their summed steps: the same ε, fewer PLD builds."""
     runs = [accounting.dp_sgd_event(0.02, 1.5, 40), accounting.dp_sgd_event(0.01, 3.0, 10),
             accounting.dp_sgd_event(0.02, 1.5, 25)]
-    for acc in ("rdp", "pld"):
-        one_by_one = accounting.make_accountant(acc, sigma_min=1.5, steps=75)
+    for acc in ("rdp", "pld"):  # PLD on the grid the composition's figure of record uses (pld_grid)
+        one_by_one = accounting.make_accountant(acc, interval=accounting.pld_grid(runs, 1e-5) if acc == "pld" else None)
         for event in runs:
             one_by_one.compose(event)
         assert accounting.epsilon_of_events(runs, 1e-5, acc) == pytest.approx(one_by_one.get_epsilon(1e-5), rel=1e-6)
+
+
+@pytest.mark.parametrize("q, sigma, steps, delta", [
+    (1024 / 1_281_167, 5.752, 5000, 7.805e-07),  # issue 28: ImageNet at δ = 1/N (0.0378 on a fixed 1e-4 grid)
+    (4096 / 16_000, 22.088, 300, 20_000 ** -1.1),  # the demo's target
+    (1e-3, 5.0, 30, 1e-6),  # a few sampled steps: ε_TAN is 2.4× the exact ε here
+    (32 / 240, 0.62, 6, 240 ** -1.1),  # the tests' tiny run, σ < 1
+])
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace_one"])
+def test_pld_of_record_is_within_1_percent_of_dp_accountings_fine_grid(q, sigma, steps, delta, neighbouring):
+    """Issue 28 item 13: exact means exact at small ε too. The figure of record, on the grid pld_grid scales
+    with ε, is at least and within 1% of dp_accounting's own PLD at a grid eight times finer (and ≤ its
+    default 1e-4)."""
+    import dp_accounting
+
+    event = accounting.dp_sgd_event(q, sigma, steps)
+    grid = accounting.pld_grid([event], delta, neighbouring)
+    relation = dp_accounting.NeighboringRelation
+    fine = dp_accounting.pld.PLDAccountant(
+        relation.ADD_OR_REMOVE_ONE if neighbouring == "add_remove" else relation.REPLACE_ONE,
+        value_discretization_interval=min(grid / 8, 1e-4)).compose(event).get_epsilon(delta)
+    figure = accounting.epsilon(q, sigma, steps, delta, "pld", neighbouring)
+    assert fine * (1 - 1e-9) <= figure <= fine * 1.01, (figure, fine, grid)
 
 
 def test_replace_one_is_pld_only_and_above_add_remove():

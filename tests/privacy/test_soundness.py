@@ -109,10 +109,12 @@ def test_an_accountant_that_collapses_is_refused(monkeypatch, value, message):
     event = accounting.dp_sgd_event(0.05, 2.0, 100_000)  # its ε is provably above 60
     assert accounting.epsilon_of_events([event], 1e-5) > 60
     accounting._epsilon_of_events.cache_clear()  # so that the collapsed accountant below is asked
+    accounting._pld_grid.cache_clear()  # (its grid search too: it must stop on a collapsed figure)
     monkeypatch.setattr(accounting, "make_accountant", lambda *a, **k: _Collapsed(value))
     with pytest.raises(UsageError, match=message):
         accounting.epsilon_of_events([event], 1e-5)
     accounting._epsilon_of_events.cache_clear()  # forget the collapsed answer
+    accounting._pld_grid.cache_clear()
 
 
 # ---------------------------------------------------------------- why S stops at 10^7
