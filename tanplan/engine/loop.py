@@ -53,7 +53,7 @@ from tanplan.engine import batches, evaluation, setup, tracking
 from tanplan.engine.checkpoint import host_array
 from tanplan.engine.run_folder import RunFolder, fingerprint
 from tanplan.engine.summary import RunSummary
-from tanplan.errors import RunInterrupted, TrainingDiverged
+from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
 from tanplan.privacy import accounting
 from tanplan.privacy.ledger import Ledger
 from tanplan.provenance import environment
@@ -247,10 +247,13 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         except _NonFinite as err:
             diverged_at = err.step
             ledger.advance(release, ran)  # diverged_at_step is published: the steps behind it count
-        except BaseException:
+        except BaseException as err:
             if ran > start:  # the steps that ran, in ledger.json before the error propagates
                 ledger.advance(release, ran)
                 folder.write_ledger(ledger)
+            elif isinstance(err, UsageError):  # refused before its first step (a bad row read): nothing is left
+                tracker.close()
+                folder.discard_new()
             raise
         finally:
             bar.close()

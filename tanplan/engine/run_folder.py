@@ -40,12 +40,15 @@ class RunFolder:
         self.resume, self.primary, self.lock = resume, primary, lock
         self.checkpoints = None
         self._lock = None
+        self._before: set[str] | None = None  # the folder's entries before this run (None: it did not exist)
+        self._discard = False
 
     def __enter__(self) -> "RunFolder":
         if self.out is None:
             return self
         if self.out.exists() and not self.out.is_dir():
             raise UsageError(f"--out {str(self.out)!r} is not allowed: it is a file, not a folder")
+        self._before = {p.name for p in self.out.iterdir()} if self.out.exists() else None
         if self.lock:
             self._lock = exclusive(self.out, "run")
             self._lock.__enter__()
@@ -69,6 +72,24 @@ class RunFolder:
         if self._lock is not None:
             self._lock.__exit__(*exc)
             self._lock = None
+        if self._discard:
+            self._remove_new_entries()
+
+    def discard_new(self) -> None:
+        """On leaving, remove what this run created in its folder (a run refused before its first step: a bad
+        row in the first batch read). Only entries absent when the run began go, the folder itself only if this
+        run created it; never a checkpoint it did not write (a resumed run keeps everything)."""
+        self._discard = self.out is not None and self.primary and not self.resume
+
+    def _remove_new_entries(self) -> None:
+        import shutil
+
+        before = self._before or set()
+        for path in self.out.iterdir():
+            if path.name not in before:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        if self._before is None and not any(self.out.iterdir()):
+            self.out.rmdir()
 
     @property
     def private_dir(self) -> Path | None:

@@ -388,6 +388,7 @@ def test_a_bad_training_row_met_mid_run_stops_with_one_line(files, capsys, tmp_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err and "Traceback" not in err, err
     assert not list(out.rglob("summary.json")) and not list(out.rglob("model.json"))  # nothing released
+    assert not out.exists()  # refused at its first batch: no step ran, so nothing (config, secret, events) is left
 
 
 @pytest.mark.parametrize("call, says", [
