@@ -272,3 +272,21 @@ def test_an_error_after_steps_ran_leaves_a_ledger_of_every_step_that_ran(tiny_np
     assert ledger["epsilon_rdp"] == pytest.approx(
         accounting.epsilon_of_events([accounting.dp_sgd_event(q, release["sigma"], 4)], ledger["delta"], "rdp"),
         rel=1e-12)
+
+
+def test_rotation_deletes_only_checkpoints_this_process_wrote(tmp_path):
+    """Each process keeps the newest MAX_TO_KEEP of the folder and deletes only older ones it saved itself:
+    an earlier session's checkpoints (the one a resume started from) are never deleted."""
+    from tanplan.engine.checkpoint import Checkpoints
+
+    tree = {"w": np.arange(3, dtype=np.float32)}
+    first = Checkpoints(tmp_path / "checkpoint", max_to_keep=2)
+    for step in (1, 2, 3, 4):
+        first.save(step, tree, {"step": step})
+    first.close()
+    assert checkpoint_steps(tmp_path) == [3, 4]  # its own rotation
+    second = Checkpoints(tmp_path / "checkpoint", max_to_keep=2)  # a later session (a resume)
+    for step in (5, 6, 7):
+        second.save(step, tree, {"step": step})
+    second.close()
+    assert checkpoint_steps(tmp_path) == [3, 4, 6, 7]  # 5 was its own; 3 and 4 are the first session's
