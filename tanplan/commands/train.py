@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+RELATION = {"add_remove": "add/remove-one", "replace_one": "replace-one"}
 HELP = "train one DP-SGD run from a TOML config; writes summary.json, metrics.jsonl and a checkpoint"
 
 
@@ -29,6 +30,8 @@ def run(args) -> int:
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
     rows = [
         ("test accuracy", fmt(summary["test_accuracy"], "{:.4f}")),
+        ("epsilon of record", f"{fmt(summary.get('epsilon'), '{:.4g}')} ({summary.get('epsilon_accountant') or '-'}, "
+                              f"{RELATION.get(summary.get('epsilon_neighbouring'), '-')})"),
         ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')} "
                                 f"(add/remove-one; {summary['accountant']} of record)"),
         ("epsilon, replace-one (pld)", fmt(summary["epsilon_replace_one"], "{:.3f}")),
