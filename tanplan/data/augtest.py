@@ -27,18 +27,23 @@ def majority_vote(logits: jax.Array) -> jax.Array:
 
 
 def augtest_predict(logits_fn: Callable, params, x: jax.Array, key: jax.Array, *, k: int,
-                    augment: Augment) -> jax.Array:
+                    augment: Augment, index: jax.Array | None = None) -> jax.Array:
     """Majority-vote predictions (n,) for the batch x under K views drawn with `augment`.
 
     logits_fn(params, x_batch) -> (n, classes), e.g. lambda p, xb: model.apply({"params": p}, xb).
+    index: each row's index in the test set (None: x is the test set from row 0). Row r's K views come
+    from fold_in(key, index[r]) alone (as training keys its views: tanplan.dp.augmult), so an example gets
+    the same views however the test set is cut into batches and whichever rows share its batch.
     Views are evaluated one after the other (lax.map), so memory stays that of one batch. Jit the
     whole call with k and augment static, e.g. jax.jit(partial(augtest_predict, fn, k=8, augment=a)).
     """
     n = x.shape[0]
+    index = jnp.arange(n) if index is None else jnp.asarray(index)
+    own = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, index.astype(jnp.uint32))  # one key per example
+    view_keys = jax.vmap(lambda kk: jax.random.split(kk, k))(own)  # (n, K)
 
-    def view_logits(view_key):
-        xs = jax.vmap(augment)(jax.random.split(view_key, n), x)
-        return logits_fn(params, xs)
+    def view_logits(keys):
+        return logits_fn(params, jax.vmap(augment)(keys, x))
 
-    logits = jax.lax.map(view_logits, jax.random.split(key, k))
+    logits = jax.lax.map(view_logits, jnp.swapaxes(view_keys, 0, 1))
     return majority_vote(logits)

@@ -2,8 +2,16 @@
 
 An example's loss is the mean over its K augmented views, so its gradient is the mean of the K view
 gradients and is clipped as ONE per-example gradient: the sensitivity of the clipped sum stays C.
-Per-example keys come from the step key and the row's position in the padded batch, not from how the
-batch is chunked or sharded, so accumulation and data parallelism see the same augmentations.
+
+That bound needs every OTHER example's views to stay the same when one example is added or removed.
+So the key of an example's views is a function of the step's key and the example's own identity, its
+index in the training set (`example_keys`), never of its position in the padded batch: with position
+keys, one example inserted first shifts every later row onto another key, the other examples get other
+views and other clipped gradients, and the clipped sum moved by 5.9 C (shift_scale_noise, 100 rows;
+tests/dp/test_augmentation_keys.py measures it). The step's key comes from the run's secret
+(tanplan.dp.secret, stream AUGMENT), so the views are also unknown to whoever reads the run's outputs.
+The keys do not depend on how the batch is chunked or sharded, nor on the other rows, so accumulation,
+data parallelism, the audit's shadow batch and a resumed run see the same augmentations.
 """
 
 from __future__ import annotations
@@ -24,12 +32,15 @@ def identity(key, x):
     return x
 
 
-def row_keys(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """One key per row of a padded batch of the given (chunks, rows) shape."""
-    size = 1
-    for n in shape:
-        size *= n
-    return jax.random.split(key, size).reshape(shape)
+def example_keys(step_key: jax.Array, index: jax.Array) -> jax.Array:
+    """The key of each row's views: fold_in(step_key, the row's dataset index), of index's shape.
+
+    index: the dataset index of each row of a padded batch (any integers in padding rows, which the
+    mask discards). A row's key depends on step_key and its own index only: the same example gets the
+    same views whichever other examples share its batch, and wherever it sits in it.
+    """
+    flat = jnp.ravel(jnp.asarray(index)).astype(jnp.uint32)
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_key, flat).reshape(jnp.shape(index))
 
 
 def views(x: jax.Array, key: jax.Array, augment: Augment | None, k: int) -> jax.Array:

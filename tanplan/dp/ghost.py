@@ -384,7 +384,7 @@ def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rt
     x = jnp.asarray(np.asarray(example_x[:2], np.float32) + rng.normal(size=np.shape(example_x[:2])).astype(np.float32))
     n = x.shape[0]
     y = jnp.arange(n, dtype=jnp.int32) % 2
-    keys = augmult.row_keys(jax.random.key(0), (n,))
+    keys = augmult.example_keys(jax.random.key(0), jnp.arange(n))
     losses_fn = augmult.batch_loss_fn(logits_fn, None, 1)
     probe = _Tape()
     try:

@@ -30,7 +30,7 @@ import optax
 from tanplan.dp import pruning
 from tanplan.dp import step as dp_step
 
-_DROP_STREAM = 0x6D61736B  # fold_in constant: the drop key never coincides with the augmentation keys
+_DROP_STREAM = 0x6D61736B  # fold_in constant: a drop key of its own, apart from any other use of the public key
 
 
 def _mul(tree, mask):
@@ -73,17 +73,20 @@ def static_kept_counts(params, prune_mask):
 def make_masked_train_step(build_grad_sum: Callable, logits_fn, optimizer: optax.GradientTransformation, *,
                            noise_std: float, expected_batch_size: float, prune_mask, kept_counts,
                            drop_method: str = "none", drop_rate: float = 0.0, ema_decay: float = 0.0):
-    """step(state, batch, noise_key, public_key) -> (state, metrics) like dp.step.make_train_step, with masks.
+    """step(state, batch, noise_key, aug_key, public_key) -> (state, metrics) like dp.step.make_train_step,
+    with masks: noise_key and aug_key as there (secret; the views keyed by each row's dataset index),
+    public_key draws the random drop mask (it reads no data).
 
     build_grad_sum(logits_fn) -> grad_sum (the engine's clipped or plain per-chunk sum); it is called
     inside the step with the masked logits_fn, so the per-step mask is part of the traced program.
     """
 
-    def step(state: dp_step.TrainState, batch: dict, noise_key: jax.Array, public_key: jax.Array):
+    def step(state: dp_step.TrainState, batch: dict, noise_key: jax.Array, aug_key: jax.Array,
+             public_key: jax.Array):
         mask = drop_mask(drop_method, drop_rate, jax.random.fold_in(public_key, _DROP_STREAM), state.params,
                          prune_mask, kept_counts)
         grad_sum = build_grad_sum(pruning.masked_logits_fn(logits_fn, mask))
-        grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, noise_key, public_key)
+        grads, metrics = dp_step.make_noisy_grad_sum(grad_sum, noise_std)(state.params, batch, noise_key, aug_key)
         grads = jax.tree.map(lambda g: g / expected_batch_size, _mul(grads, mask))
         return dp_step.apply_update(state, grads, optimizer, ema_decay, metrics, lambda u: _mul(u, mask))
 

@@ -7,7 +7,9 @@ fixed `BatchLayout` of `chunks × chunk_size` rows with a mask, so one compiled 
 in the rare step (probability `tail` per step) whose batch exceeds the layout, the layout grows
 (one more compilation), so the sampling stays exactly Poisson.
 
-Padded rows are zeros, not copies of real data, and the step gives them weight zero.
+Padded rows are zeros, not copies of real data, and the step gives them weight zero. Each row carries its
+example's index in the training set (`index`): the step keys the example's augmentation views by it
+(tanplan.dp.augmult.example_keys). The index, like the mask, is private: it names the sampled examples.
 """
 
 from __future__ import annotations
@@ -84,11 +86,20 @@ def pad_indices(indices: np.ndarray, layout: BatchLayout) -> tuple[np.ndarray, n
     return flat.reshape(shape), (flat >= 0).reshape(shape)
 
 
+def row_index(index: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The batch's `index` entry: each real row's index in the training set (int32), 0 in padding rows."""
+    index = np.asarray(index)
+    if index.size and int(index.max()) >= 2**31:
+        raise ValueError("training sets of 2^31 examples or more are not supported (int32 row indices)")
+    return np.where(mask, index, 0).astype(np.int32)
+
+
 def gather_batch(x: np.ndarray, y: np.ndarray, index: np.ndarray, mask: np.ndarray) -> dict[str, np.ndarray]:
-    """The padded batch {x, y, mask}; padded rows hold zeros (no real example is copied into them)."""
+    """The padded batch {x, y, mask, index} of the rows x[index], y[index]; padded rows hold zeros (no real
+    example is copied into them)."""
     safe = np.where(mask, index, 0)
     bx = x[safe.reshape(-1)].reshape(index.shape + x.shape[1:])
     by = y[safe.reshape(-1)].reshape(index.shape + y.shape[1:])
     bx[~mask] = 0
     by[~mask] = 0
-    return {"x": bx, "y": by, "mask": mask}
+    return {"x": bx, "y": by, "mask": mask, "index": row_index(index, mask)}

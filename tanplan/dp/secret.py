@@ -8,7 +8,9 @@ drawn once per run, and from nothing else:
 - the noise of step t: `fold_in(secret.key(NOISE), t)`; the Poisson batch of step t:
   `secret.batch_rng(BATCH, t)`; DP-SNIP's batch and noise: `secret.batch_rng(SNIP, 0)`, `secret.key(SNIP)`;
   the privacy audit's canaries (tanplan.dp.canaries): `secret.batch_rng(CANARY, 0)`, and at step t the
-  canaries sampled `secret.batch_rng(CANARY_BATCH, t)` and the auditor's shadow batch `secret.batch_rng(SHADOW, t)`.
+  canaries sampled `secret.batch_rng(CANARY_BATCH, t)` and the auditor's shadow batch `secret.batch_rng(SHADOW, t)`;
+  the AugMult views of the example of dataset index i at step t: `fold_in(fold_in(secret.key(AUGMENT), t), i)`
+  (tanplan.dp.augmult.example_keys), a function of the example's own identity, never of the batch's other rows.
   Every stream is derived from all 256 bits through numpy's SeedSequence, so streams are independent.
 - It is private state: stored only in the run's checkpoint folder (owner-only file, `save`), so that
   a resumed run continues with the identical batches and noise; never in a config, summary, ledger,
@@ -46,7 +48,7 @@ WORDS = 8  # 32-bit words: 256 bits of entropy
 FILE_NAME = "run_secret.json"
 
 # Stream tags: each use of the secret draws from its own stream.
-NOISE, BATCH, SNIP, CANARY, CANARY_BATCH, SHADOW = 1, 2, 3, 4, 5, 6
+NOISE, BATCH, SNIP, CANARY, CANARY_BATCH, SHADOW, AUGMENT = 1, 2, 3, 4, 5, 6, 7
 _SEED_TAG = 0x6E6F6973  # separates noise_seed-derived secrets from any other use of SeedSequence(seed)
 
 

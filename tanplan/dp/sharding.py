@@ -12,6 +12,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tanplan.dp.sampling import row_index
+
 AXIS = "data"
 
 
@@ -38,7 +40,7 @@ def replicate(tree, mesh: Mesh):
 
 
 def global_batch(x: np.ndarray, y: np.ndarray, index: np.ndarray, mask: np.ndarray, mesh: Mesh) -> dict:
-    """The padded batch {x, y, mask} as global arrays sharded by rows over every device of every process.
+    """The padded batch {x, y, mask, index} as global arrays sharded by rows over every device of every process.
 
     Each process gathers only the rows that live on its own devices (jax.make_array_from_callback);
     padding rows hold zeros, never a real example. With one process this equals shard_batch.
@@ -53,10 +55,11 @@ def global_batch(x: np.ndarray, y: np.ndarray, index: np.ndarray, mask: np.ndarr
             return out
         return fetch
 
-    shape = index.shape
+    shape, rows_index = index.shape, row_index(index, mask)
     return {"x": jax.make_array_from_callback(shape + x.shape[1:], sh, rows(x)),
             "y": jax.make_array_from_callback(shape + y.shape[1:], sh, rows(y)),
-            "mask": jax.make_array_from_callback(shape, sh, lambda idx: mask[idx[:2]])}
+            "mask": jax.make_array_from_callback(shape, sh, lambda idx: mask[idx[:2]]),
+            "index": jax.make_array_from_callback(shape, sh, lambda idx: rows_index[idx[:2]])}
 
 
 def replicate_global(tree, mesh: Mesh):

@@ -9,7 +9,9 @@ mesh. While step t trains, a background thread draws and reads step t+1's batch:
 two batches of rows are held or being read (the step's and the next one's), and a source of any size is
 never read whole. Reads of the source never overlap (one lock): a source need not be thread-safe.
 
-The indices and the rows stay in this process's memory (they are the private part of the mechanism: who
+Each padded batch carries its rows' dataset indices (`index`, int32, 0 in padding): the step keys each
+example's augmentation views by them (tanplan.dp.augmult.example_keys). The indices and the rows stay in
+this process's memory (they are the private part of the mechanism: who
 knows them knows which examples each step used); nothing here writes a file. With several processes,
 each reads only the rows that land on its own devices. The batches are the same whatever the prefetch:
 the draw of step t depends on (secret, t) alone, and the layout on public numbers (N, q, the config),
@@ -37,6 +39,7 @@ class Drawn:
     x: np.ndarray  # (chunks, chunk_size, *input_shape), zeros in padding and other processes' rows
     y: np.ndarray
     mask: np.ndarray  # (chunks, chunk_size): real rows
+    index: np.ndarray  # (chunks, chunk_size) int32: each real row's index in the training set, 0 in padding
 
 
 class StepBatches:
@@ -78,7 +81,7 @@ class StepBatches:
         return self._get(t, layout).indices
 
     def take(self, t: int, layout) -> tuple[np.ndarray, dict]:
-        """(indices, batch) of step t: the batch {x, y, mask} as global arrays for `layout`; then starts
+        """(indices, batch) of step t: the batch {x, y, mask, index} as global arrays for `layout`; then starts
         reading step t+1's in the background."""
         drawn = self._get(t, layout)
         if drawn.layout != layout:  # the loop grew the layout for this batch: place its rows again
@@ -119,7 +122,7 @@ class StepBatches:
 
         indices = self.draw(t) if indices is None else indices
         if len(indices) > layout.capacity:  # outgrew the layout: the loop grows it, then takes again
-            return Drawn(t, indices, None, None, None, None)
+            return Drawn(t, indices, None, None, None, None, None)
         index, mask = sampling.pad_indices(indices, layout)
         local = (local_rows(layout, self.mesh) & mask).reshape(-1)
         wanted = index.reshape(-1)[local]  # this process's rows, in the batch's order
@@ -131,7 +134,7 @@ class StepBatches:
         else:
             x, y = self._placed(wanted, places, index.size)  # checked as read
         x, y = x.reshape(index.shape + x.shape[1:]), y.reshape(index.shape + y.shape[1:])
-        return Drawn(t, indices, layout, x, y, mask)
+        return Drawn(t, indices, layout, x, y, mask, sampling.row_index(index, mask))
 
 
 def local_rows(layout, mesh) -> np.ndarray:
@@ -159,7 +162,7 @@ def to_global(drawn: Drawn, mesh) -> dict:
 
     sh = sharding.batch_sharding(mesh)
     return {name: jax.make_array_from_callback(a.shape, sh, lambda idx, a=a: a[idx])
-            for name, a in (("x", drawn.x), ("y", drawn.y), ("mask", drawn.mask))}
+            for name, a in (("x", drawn.x), ("y", drawn.y), ("mask", drawn.mask), ("index", drawn.index))}
 
 
 def _done(value) -> Future:

@@ -64,7 +64,7 @@ def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1, batch_size) + shape).astype(np.float32)
     batch = {"x": jnp.asarray(x), "y": jnp.asarray(rng.integers(0, 10, (1, batch_size)).astype(np.int32)),
-             "mask": jnp.ones((1, batch_size), bool)}
+             "mask": jnp.ones((1, batch_size), bool), "index": jnp.arange(batch_size, dtype=jnp.int32)[None]}
     params = net.init(jax.random.key(0), x[0, :1])["params"]
     logits_fn = lambda p, xb: net.apply({"params": p}, xb)  # noqa: E731
 

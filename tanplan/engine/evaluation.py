@@ -48,7 +48,8 @@ def evaluate(eval_batch, params, test, batch_size: int, mesh) -> dict[str, float
 
 
 def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | None:
-    """Test accuracy by majority vote over K augmentations (AugTest), when the config asks for it."""
+    """Test accuracy by majority vote over K augmentations (AugTest), when the config asks for it. Each test
+    example's views come from the public key and its test index alone (tanplan.data.augtest)."""
     if not cfg.data.aug_test or augment is None:
         return None
     import functools
@@ -62,9 +63,10 @@ def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | N
     predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=cfg.data.aug_mult, augment=augment))
     size = cfg.train.eval_batch_size
     correct = 0
-    for i, start in enumerate(range(0, dataset.num_test, size)):
-        x, y = read_rows(dataset.test, np.arange(start, min(start + size, dataset.num_test)))
-        preds = np.asarray(predict(params, x, jax.random.fold_in(key, i)))
+    for start in range(0, dataset.num_test, size):
+        index = np.arange(start, min(start + size, dataset.num_test))
+        x, y = read_rows(dataset.test, index)
+        preds = np.asarray(predict(params, x, key, index=index))  # views keyed by test index, not by batch
         correct += int(np.sum(preds == y))
     return correct / dataset.num_test
 

@@ -11,9 +11,11 @@ probability q = B/N), its rows read by index from the training source, step t+1'
 (tanplan.engine.batches: nothing reads the whole set), padded to a fixed layout; the jitted step (tanplan.engine.setup) clips each
 example's gradient to C, adds N(0, σ²C²) ONCE to the global sum (across accumulation chunks and across
 every device of every process: the state and the noise key are replicated) and divides by B. Its noise
-key is fold_in(secret key, t); augmentation views use fold_in(public key, t). Nothing depends on how many
-steps this process took before, so a resumed run continues with the identical batches and noise and
-ends with the parameters of an uninterrupted run, bit for bit on the same devices.
+key is fold_in(secret key, t); example i's augmentation views use fold_in(fold_in(secret augmentation key,
+t), i), i its index in the training set (never its place in the batch). Every chunk of the layout is
+computed, so a step costs the same whatever its draw held. Nothing depends on how many steps this
+process took before, so a resumed run continues with the identical batches, views and noise and ends
+with the parameters of an uninterrupted run, bit for bit on the same devices.
 
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
 counts them (ledger.json is written before the metrics line or the checkpoint it covers), and the ε

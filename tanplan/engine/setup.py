@@ -115,8 +115,8 @@ class Run:
     optimizer: Any
     step: Callable  # jitted (state, batch, roots) -> (state, metrics); roots: replicated key data
     eval_batch: Callable
-    roots: dict  # {"noise": secret key data, "public": public key data}, host numpy
-    test_key: Any  # public: AugTest's views
+    roots: dict  # {"noise", "augment": secret key data; "public": public key data}, host numpy
+    test_key: Any  # public: AugTest's views (of the test set, which no guarantee covers)
     mesh: Any  # every device of every process: the 'data' axis of the batch
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
@@ -129,9 +129,12 @@ class Run:
 def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0) -> Run:
     """The run of cfg (`prepare`d, unless given) with its secret: the gradient route and the jitted step.
 
-    Randomness: experiment.seed (public) draws the initial weights, the augmentation views and AugTest's
-    views; the run's secret draws the noise and, through the loop, the Poisson batches. The jitted step
-    derives step t's keys inside by fold_in(root, state.step), so a restored state continues the stream.
+    Randomness: experiment.seed (public) draws the initial weights, AugTest's views of the test set and
+    random gradient dropping; the run's secret draws the noise, the training examples' augmentation views
+    (stream AUGMENT: example i's at step t from fold_in(fold_in(root, t), i), i its dataset index, never its
+    position in the batch) and, through the loop, the Poisson batches. The jitted step derives step t's
+    keys inside by fold_in(root, state.step): keys are functions of (secret, step, index) only, so a
+    restored state continues with the identical views and noise.
     Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
     detects divergence from them, never from the noiseless loss of the private batch.
     canaries > 0 (the privacy audit only, tanplan.workflow.audit): the step adds that many gradient canaries
@@ -143,7 +146,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     from tanplan import task as tasks
     from tanplan.dp import optim, sharding
     from tanplan.dp import step as dp_step
-    from tanplan.dp.secret import NOISE
+    from tanplan.dp.secret import AUGMENT, NOISE
     from tanplan.engine import evaluation, routes, sparsity
 
     p = prepared or prepare(cfg)
@@ -176,16 +179,20 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                                         canaries=design)
 
     def step(state, batch, roots, audit=None):
-        noise_key = jax.random.fold_in(jax.random.wrap_key_data(roots["noise"], impl="threefry2x32"), state.step)
-        public_key = jax.random.fold_in(jax.random.wrap_key_data(roots["public"], impl="threefry2x32"), state.step)
-        if audit is None:
-            state, metrics = inner(state, batch, noise_key, public_key)
+        noise_key, aug_key, public_key = (
+            jax.random.fold_in(jax.random.wrap_key_data(roots[name], impl="threefry2x32"), state.step)
+            for name in ("noise", "augment", "public"))
+        if mask is not None:  # the masked step: the public key draws random gradient dropping
+            state, metrics = inner(state, batch, noise_key, aug_key, public_key)
+        elif audit is None:
+            state, metrics = inner(state, batch, noise_key, aug_key)
         else:  # audit: this step's sampled canaries and the auditor's shadow batch (tanplan.dp.canaries.step_draws)
-            state, metrics = inner(state, batch, noise_key, public_key, {**roots["canaries"], **audit})
+            state, metrics = inner(state, batch, noise_key, aug_key, {**roots["canaries"], **audit})
         finite = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(state.params)]
         return state, {**metrics, "params_finite": jnp.all(jnp.stack(finite))}
 
-    roots = {"noise": secret.key_data(NOISE), "public": np.asarray(jax.random.key_data(p.public_root))}
+    roots = {"noise": secret.key_data(NOISE), "augment": secret.key_data(AUGMENT),
+             "public": np.asarray(jax.random.key_data(p.public_root))}
     if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
         roots["canaries"] = drawn.step_inputs()
     task = tasks.from_config(cfg)

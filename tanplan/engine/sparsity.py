@@ -43,6 +43,7 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
 
     x, y = read_rows(dataset.train, indices)  # only the batch's rows, read by index from the source
     batch = sampling.gather_batch(x, y, sampling.pad_indices(np.arange(len(indices)), layout)[0], mask)
+    batch["index"] = sampling.row_index(index, mask)  # the rows' dataset indices, not their places in x
     clip = plan.clip_norm if plan.private else None
     noise_std = plan.snip_sigma * plan.clip_norm if plan.private else 0.0
     fn = jax.jit(lambda w, b, k: pruning.dp_snip_mask(logits_fn, w, b, k, p.rate, clip, noise_std))
@@ -50,7 +51,7 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
 
 
 def masked_step(cfg: Config, plan, logits_fn, augment, params, example_x, optimizer, mask):
-    """The masked step (tanplan.dp.grad_drop): step(state, batch, noise_key, public_key)."""
+    """The masked step (tanplan.dp.grad_drop): step(state, batch, noise_key, aug_key, public_key)."""
     from tanplan.dp import grad_drop
     from tanplan.engine.routes import make_grad_sum
 

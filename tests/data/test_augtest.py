@@ -45,8 +45,9 @@ def test_augtest_predict_votes_over_the_views_it_draws():
     @jax.jit  # one program for both: compiling is what costs time here
     def predict_and_by_hand(params, x, key):
         got = augtest_predict(linear_logits, params, x, key, k=k, augment=augment)
-        # The same views, drawn with the same key schedule, then voted.
-        views = [jax.vmap(augment)(jax.random.split(vk, len(x)), x) for vk in jax.random.split(key, k)]
+        # The same views, drawn with the same key schedule (example i's K views from fold_in(key, i)), then voted.
+        own = [jax.random.split(jax.random.fold_in(key, i), k) for i in range(len(x))]
+        views = [jax.vmap(augment)(jnp.stack([own[i][v] for i in range(len(x))]), x) for v in range(k)]
         return got, majority_vote(jnp.stack([linear_logits(params, v) for v in views]))
 
     got, expected = map(np.asarray, predict_and_by_hand(params, x, key))
@@ -62,3 +63,19 @@ def test_augtest_with_one_identity_view_is_plain_argmax():
     params = rng.standard_normal((40, 3)).astype(np.float32)
     got = augtest_predict(linear_logits, params, x, jax.random.key(0), k=1, augment=make_augmentation("none", "1d"))
     np.testing.assert_array_equal(np.asarray(got), np.argmax(linear_logits(params, x), -1))
+
+
+def test_augtest_views_follow_the_test_index_not_the_batch():
+    """An example's views come from its test index: predicted within any batch (other rows, another place)
+    it gets the same vote. Keyed by position instead (index left out), the same rows vote otherwise."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 40, 1)).astype(np.float32)
+    params = rng.standard_normal((40, 3)).astype(np.float32)
+    predict = jax.jit(lambda p, xs, i: augtest_predict(linear_logits, p, xs, jax.random.key(7), k=1,
+                                                        augment=make_augmentation("shift_scale_noise", "1d"),
+                                                        index=i))
+    whole = np.asarray(predict(params, x, np.arange(16)))
+    part = np.array([13, 2, 9, 5, 0, 11, 7, 15])  # half the test set, in another order
+    np.testing.assert_array_equal(np.asarray(predict(params, x[part], part)), whole[part])
+    by_position = np.asarray(predict(params, x[part], np.arange(len(part))))
+    assert not np.array_equal(by_position, whole[part])  # the views matter: the check above can fail

@@ -78,9 +78,10 @@ def grad_sum(route: str, kind: str, clip=0.7, k: int = 1):
 
 
 def row_keys(n=ROWS, seed=0):
+    """The augmentation keys of examples 0..n-1 (dataset indices) at one step."""
     from tanplan.dp import augmult
 
-    return augmult.row_keys(jax.random.key(seed), (n,))
+    return augmult.example_keys(jax.random.key(seed), jnp.arange(n))
 
 
 @functools.lru_cache(maxsize=None)

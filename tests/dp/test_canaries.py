@@ -54,7 +54,7 @@ def test_the_step_reads_one_per_inclusion_and_the_noise_around_it():
     chosen = np.random.default_rng(5).random(600) < 0.3
     rng = np.random.default_rng(6)
     batch = {"x": jnp.asarray(rng.normal(size=(1, 8, 617)), jnp.float32), "y": jnp.zeros((1, 8), jnp.int32),
-             "mask": jnp.ones((1, 8), bool)}
+             "mask": jnp.ones((1, 8), bool), "index": jnp.arange(8, dtype=jnp.int32)[None]}
 
     def grad_sum(params, x, y, keys, mask):  # a data sum that is far from zero on every coordinate
         flat = jnp.sum(x * mask[:, None], axis=0)

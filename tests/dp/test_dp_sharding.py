@@ -23,7 +23,8 @@ assert jax.device_count() == 8, jax.devices()
 logits_fn, params = make_tiny("cnn")
 x, y = make_rows(16, seed=3, scale=2.0)
 mask = np.arange(16) < 13
-batch = {"x": x.reshape(2, 8, 8, 1), "y": y.reshape(2, 8), "mask": mask.reshape(2, 8)}
+batch = {"x": x.reshape(2, 8, 8, 1), "y": y.reshape(2, 8), "mask": mask.reshape(2, 8),
+         "index": np.arange(16, dtype=np.int32).reshape(2, 8)}
 keys = jax.random.split(jax.random.key(5))  # (noise key, public key)
 
 noisy_sum = jax.jit(dp_step.make_noisy_grad_sum(ghost.ghost_clipped_grad_sum(logits_fn, 0.7), 1.3 * 0.7))

@@ -19,7 +19,8 @@ CLIP, SIGMA, B, LR, EMA = 0.7, 1.3, 6.0, 0.5, 0.9
 
 def _batch(x, y, mask, chunks):
     shape = (chunks, ROWS // chunks)
-    return {"x": x.reshape(shape + x.shape[1:]), "y": y.reshape(shape), "mask": mask.reshape(shape)}
+    return {"x": x.reshape(shape + x.shape[1:]), "y": y.reshape(shape), "mask": mask.reshape(shape),
+            "index": np.arange(ROWS, dtype=np.int32).reshape(shape)}  # row r holds example r of the set
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,7 +48,7 @@ def _view_grad(k):
 def _reference(params, x, y, mask, key, k=1, augment=None):
     """DP-SGD written out: per-example gradient (mean over K views), clip, sum, one noise draw, /B, SGD."""
     noise_key, aug_key = jax.random.split(key)
-    keys = augmult.row_keys(aug_key, (1, ROWS))[0]
+    keys = augmult.example_keys(aug_key, np.arange(ROWS))  # example i's views: its dataset index i
     total = jax.tree.map(jnp.zeros_like, params)
     for i in np.flatnonzero(mask):
         view_keys = jax.random.split(keys[i], k)

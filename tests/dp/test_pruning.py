@@ -39,7 +39,7 @@ def test_synflow_and_dp_snip_masks_keep_the_asked_fraction(tiny, method):
     if method == "synflow":
         mask = pruning.synflow_mask(logits_fn, params, x[:1], 0.7, iterations=3)
     else:
-        batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 16), bool)}
+        batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 16), bool), "index": np.arange(16)[None]}
         snip = jax.jit(lambda p, b, k: pruning.dp_snip_mask(logits_fn, p, b, k, 0.7, C, noise_std=2 * C))
         mask = snip(params, batch, jax.random.key(2))
     for p, m in zip(jax.tree.leaves(params), jax.tree.leaves(mask)):
@@ -96,10 +96,10 @@ def test_masked_coordinates_get_neither_gradient_nor_noise_and_stay_unchanged(dr
         expected_batch_size=8.0, prune_mask=prune, kept_counts=grad_drop.static_kept_counts(params, prune),
         drop_method=drop_method, drop_rate=0.5))
     x, y = make_rows(8, seed=9)
-    batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 8), bool)}
+    batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 8), bool), "index": np.arange(8)[None]}
     state = dp_step.create_train_state(params, optimizer)
     for t in range(3):  # from step 2 on the momentum buffer is non-zero on last step's coordinates
-        new = step(state, batch, *jax.random.split(jax.random.key(100 + t)))
+        new = step(state, batch, *jax.random.split(jax.random.key(100 + t), 3))  # noise, views, drop mask
         new_state = new[0]
         for p_old, p_new, m in _prunable_leaves(state.params, new_state.params, prune):
             moved = p_old != p_new
@@ -117,7 +117,8 @@ def test_noise_reaches_every_kept_coordinate_and_no_masked_one(tiny):
     grad_sum = clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)
     noisy = jax.jit(dp_step.make_noisy_grad_sum(grad_sum, 3.0))
     x, y = make_rows(4, seed=11)
-    batch = {"x": x[None], "y": y[None], "mask": np.zeros((1, 4), bool)}  # all padding: sum is 0
+    batch = {"x": x[None], "y": y[None], "mask": np.zeros((1, 4), bool),  # all padding: sum is 0
+             "index": np.arange(4)[None]}
     grads, _ = noisy(params, batch, *jax.random.split(jax.random.key(12)))
     out = jax.tree.map(lambda g, m: g * m, grads, mask)
     for g, m in zip(jax.tree.leaves(out), jax.tree.leaves(mask)):

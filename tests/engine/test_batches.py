@@ -42,7 +42,7 @@ def test_batches_equal_the_in_memory_gather_and_follow_a_grown_layout(prefetch):
             index, mask = sampling.pad_indices(draw(t), use)
             want = sampling.gather_batch(x, y, index, mask)
             np.testing.assert_array_equal(got_indices, draw(t))
-            for key in ("x", "y", "mask"):  # bit for bit, rows in the batch's own order, zeros in padding
+            for key in ("x", "y", "mask", "index"):  # bit for bit, rows in the batch's own order, zeros in padding
                 np.testing.assert_array_equal(np.asarray(batch[key]), want[key])
 
 
