@@ -287,7 +287,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     from tanplan.ray_session import check_address
     from tanplan.workflow import fit
     from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
-    from tanplan.workflow.launch import check_tuning_runs, tuning_of_best, with_tuning
+    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning
     from tanplan.workflow.launch import launch as launch_stage
 
     cfg = as_config(config, overrides)
@@ -302,9 +302,15 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     check_out_dir(out)
     check_resume(out, resume)
     record = trials = note = None
-    if best:  # where the sweep's proxies trained: composed with the launch when it was the private set
-        record, trials, note = tuning_of_best(json.loads(Path(best).read_text(encoding="utf-8")), best)
-    check = (lambda run: check_tuning_runs(trials, run)) if trials is not None else None
+    if best:  # where the sweep's proxies trained (recomputed from its runs): composed with the launch if private
+        record, trials, note = tuning_of_best(json.loads(Path(best).read_text(encoding="utf-8")), best, cfg)
+
+    def check(run):  # before any step: the sweep's ledgers usable, the total within privacy.total_epsilon
+        if trials is not None:
+            check_tuning_runs(trials, run)
+        check_total(cfg, run, trials)
+
+    check = check if best else None
     result = launch_stage(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
                           gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
                           before_training=check)
@@ -346,6 +352,12 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     tune = tuning.for_config(cfg)  # the trials train the proxies' config: [tuning] data, public by default
     spec = prepare(tune.proxy_cfg, proxy_batch_size=proxy_batch_size, trials=trials, top_k=top_k, seeds=seeds,
                    scheduler=scheduler, max_concurrent=max_concurrent)
+    if cfg.privacy.private and tune.data == "private":  # exit 3 before any trial when over privacy.total_epsilon
+        from tanplan.workflow import total_budget
+
+        parts = total_budget.sweep_parts(tune.proxy_cfg, tune.private_size, spec.proxy["batch_size"], spec.trials,
+                                         spec.top_k, spec.seeds)
+        total_budget.check(total_budget.of_config(cfg, tune.private_size, parts), cfg)
     t, p = spec.target, spec.proxy
     log(f"tanplan sweep: target B={t['batch_size']} σ={_g(t.get('sigma'))} S={t['steps']}  ->  proxy "
         f"B'={p['batch_size']} σ'={_g(p.get('sigma'))}  ({t['batch_size'] / p['batch_size']:.3g}x cheaper), "
@@ -398,6 +410,23 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         proxy_b = proxy_batch_size or min(sizes)
     tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
     proxies = tune.proxy_cfg
+    if cfg.privacy.private and tune.data == "private":  # exit 3 before any run when over the total budget
+        from tanplan.workflow import total_budget
+
+        n = tune.private_size
+        if vary == "batch":
+            parts = ([total_budget.ladder_part(proxies, n)] if sizes == "auto" else
+                     total_budget.fit_parts(proxies, n, sizes, seeds))
+        else:
+            from tanplan.engine.setup import load_data
+
+            available = load_data(proxies.with_overrides({"data.train_examples": 0})).num_train if vary == "data" else n
+            parts = total_budget.vary_parts(proxies, n, vary, list(factors or ([0.25, 0.5, 1.0] if vary == "data" else
+                                                                               section.factors)), proxy_b, seeds,
+                                            available)
+        planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg)
+    else:
+        planned = {}
     if vary == "data":
         result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)
     elif vary == "steps":
@@ -410,6 +439,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
                                          log=log)
         fit_report.write_fit_report(result, out)
     _report_spent(result, out, tune, log)
+    result.update(planned)  # the bound on the total checked before any run (private tuning data)
     return FitResult.from_dict(result)
 
 
@@ -429,12 +459,14 @@ def _report_spent(result: dict, out: Path, tune, log) -> None:
 def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None, trials: int | None = None,
         proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
         address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
-        baseline_public: str | None = None, log: Callable = lambda *a, **k: None) -> RunResult:
+        baseline_public: str | None = None, log: Callable = lambda *a, **k: None, resume: bool = False) -> RunResult:
     """The whole workflow: plan → sweep → proxy ladder (the batch law) → launch, with one report
     (out/report.md) comparing the prediction with the launch. Not launched (RunResult.launched False,
     .reason, .what_to_change; the command exits 4) when the ladder cannot fit the law within its budget or the
     law does not hold, unless launch_anyway. tune_data: "public" | "private" ([tuning] data). Every stage's
-    input is checked before any data is read."""
+    input is checked before any data is read, and the total ε the run will release on the private set before
+    any training (BudgetExceeded above privacy.total_epsilon). resume: continue the run in out (same config
+    and options); finished runs are kept."""
     from tanplan.workflow.pipeline import run_pipeline
 
     if tune_data not in (None, "public", "private"):
@@ -444,7 +476,8 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         cfg = cfg.with_overrides({"tuning.data": tune_data})
     return RunResult.from_dict(run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
                                             baseline_features=baseline_features, baseline_public=baseline_public,
-                                            proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway))
+                                            proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway,
+                                            resume=resume))
 
 
 def _g(v) -> str:

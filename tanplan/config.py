@@ -96,6 +96,9 @@ class TaskConfig:
 @dataclass(frozen=True)
 class PrivacyConfig:
     epsilon: float = setting(8.0, "target epsilon (used when sigma = 0)", lo=0, lo_open=True)
+    total_epsilon: float = setting(0.0, "budget of everything a workflow releases on the private set (its proxies "
+                                   "when [tuning] data = \"private\", and the launch), checked before any training; "
+                                   "0 (the default) = privacy.epsilon", lo=0)
     sigma: float = setting(0.0, "noise multiplier; 0 = calibrate from epsilon; else in [1e-4, 1e6], where the "
                            "accountants are trusted (tanplan.privacy.accounting)", lo=0, hi=SIGMA_MAX)
     delta: float = setting(0.0, "0 (the default) = N^-1.1, well below 1/N; else a number in (0, 1) that a double "
@@ -303,7 +306,7 @@ class Config:
 
 # What the (ε, δ) guarantee rests on: a sweep may not search these keys and a best.json may not set them
 # (privacy.clip_norm and the rest stay searchable: the noise follows C, the guarantee does not move).
-GUARANTEE_KEYS = ("privacy.epsilon", "privacy.delta", "privacy.sigma", "privacy.accountant", "privacy.noise_seed",
+GUARANTEE_KEYS = ("privacy.epsilon", "privacy.total_epsilon", "privacy.delta", "privacy.sigma", "privacy.accountant", "privacy.noise_seed",
                   "privacy.private", "privacy.neighbouring", "privacy.allow_large_delta", "data.dataset", "data.path", "data.num_samples", "data.train_examples",
                   "data.seed", "train.batch_size", "train.steps")
 

@@ -8,6 +8,12 @@ temporary directory (/tmp when that path is long), removed when the run ends. A 
 exceed 107 bytes, which is why the folder is not inside --out, whose path can be any length. A SIGKILL
 leaves the folder behind; no other run uses it.
 
+Signals: ray.init installs Ray's own SIGTERM handlers in the driver (a C++ one that dumps a stack trace on
+stderr, and a Python one that exits with status 1). While a session is open, SIGTERM is handled as SIGINT
+instead: the SIGINT handler in force runs (Ray Tune's stops its run gracefully; otherwise KeyboardInterrupt),
+so the caller's `finally` shuts Ray down (its workers, raylet and GCS end) and removes the session folder.
+`last_signal()` tells the caller which signal it was; stop_ray restores the handler found before.
+
 Attached (--address auto, HOST:PORT or ray://HOST:PORT): the address is checked first (`check_address`:
 malformed, or nobody listening, is one line and exit 2 instead of Ray's minute of retries), then Ray's own
 settings of that cluster apply.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -40,6 +47,35 @@ class RaySession:
     temp_dir: str | None  # the local cluster's private session folder (None when attached)
     saved_env: str | None = None
     saved_constant: bool | None = None
+    saved_sigterm: object = None  # the SIGTERM handler before ray.init (None: not replaced)
+
+
+_last_signal: int | None = None  # the signal that stopped the newest session, if one did
+
+
+def last_signal() -> int | None:
+    """SIGTERM or SIGINT when one reached this process while its newest Ray session was open, else None."""
+    return _last_signal
+
+
+def _as_interrupt(signum, frame) -> None:
+    """SIGTERM (and SIGINT) in a Ray session: remember it, then run the SIGINT handler in force (Ray
+    Tune's graceful stop while it runs a Tuner; else KeyboardInterrupt)."""
+    global _last_signal
+    _last_signal = signum
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not _as_interrupt:
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _hold_signals(session: RaySession) -> None:
+    """Replace Ray's SIGTERM handlers (installed by ray.init) by _as_interrupt; main thread only."""
+    try:
+        signal.signal(signal.SIGTERM, _as_interrupt)
+    except ValueError:  # not the main thread: signals are its owner's
+        session.saved_sigterm = None
 
 
 def check_address(address: str | None, timeout: float = 5.0) -> None:
@@ -64,24 +100,42 @@ def start_ray(address: str | None, *, num_cpus: int, log_to_driver: bool = False
     initialised in this process (it is then used as it is, and left running)."""
     import ray
 
+    global _last_signal
+    _last_signal = None
     if ray.is_initialized():
         return None
     options = dict(log_to_driver=log_to_driver, logging_level="ERROR")
     if runtime_env:
         options["runtime_env"] = runtime_env
+    sigterm = _current_sigterm()
     if address:
-        _attach(address, options)
-        return RaySession(temp_dir=None)
+        session = RaySession(temp_dir=None, saved_sigterm=sigterm)
+        try:
+            _attach(address, options)
+        except BaseException:
+            _stop_rest(session)  # ray.init may have installed its handlers before it failed
+            raise
+        _hold_signals(session)
+        return session
     session = _loopback_only()
+    session.saved_sigterm = sigterm
     session.temp_dir = tempfile.mkdtemp(prefix="tanplan-ray-", dir=_short_temp_root())
     try:
         with _fork_exec_is_safe():
             ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                      object_store_memory=OBJECT_STORE_BYTES, _temp_dir=session.temp_dir, **options)
+        _hold_signals(session)
     except BaseException:
         stop_ray(session)
         raise
     return session
+
+
+def _current_sigterm():
+    """The SIGTERM handler in force (main thread), to restore after Ray; None elsewhere."""
+    import threading
+
+    return signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
 
 
 def stop_ray(session: RaySession | None) -> None:
@@ -90,7 +144,16 @@ def stop_ray(session: RaySession | None) -> None:
         return
     import ray
 
-    ray.shutdown()
+    try:
+        ray.shutdown()
+    finally:
+        _stop_rest(session)
+
+
+def _stop_rest(session: RaySession) -> None:
+    """After ray.shutdown: the signal handler, Ray's mode and the session folder as they were before."""
+    if session.saved_sigterm is not None:
+        signal.signal(signal.SIGTERM, session.saved_sigterm)
     if session.saved_constant is not None:
         from ray._private import ray_constants
 

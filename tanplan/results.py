@@ -248,6 +248,7 @@ class LaunchResult(Result):
     epsilon_total_note: str | None = optional(present_with="tuning_data")
     epsilon_total_runs: int | None = optional(present_with="tuning_data")
     guarantee: str | None = optional(present_with="tuning_data")
+    epsilon: float | None = optional()  # the guarantee: the total with private tuning data, else the launch's
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LaunchResult":
@@ -349,6 +350,12 @@ class OptimizeResult(Result):
     epsilon_total_note: str | None = optional(present_with="tuning_data")
     epsilon_total_runs: int | None = optional(present_with="tuning_data")
     guarantee: str | None = optional(present_with="tuning_data")
+    # with private tuning data: the bound on the total checked before any training (workflow.total_budget)
+    epsilon_total_planned: float | None = optional()
+    epsilon_total_planned_accountant: str | None = optional(present_with="epsilon_total_planned")
+    epsilon_total_planned_runs: int | None = optional(present_with="epsilon_total_planned")
+    epsilon_total_budget: float | None = optional(present_with="epsilon_total_planned")
+    epsilon_total_planned_note: str | None = optional(present_with="epsilon_total_planned")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -425,8 +432,8 @@ class RunResult(_Recorded):
     actual_inside_interval: bool | None = None
     law_holds: bool | None = None
     verdict: str | None = None
-    epsilon: float | None = None  # the launch's, under the accountant of record
-    epsilon_rdp: float | None = None
+    epsilon: float | None = None  # the guarantee: the total on the private set when tuning was private, else the launch's
+    epsilon_rdp: float | None = None  # the launch's (so are epsilon_pld, epsilon_replace_one)
     epsilon_pld: float | None = None
     epsilon_replace_one: float | None = None
     accountant: str | None = None

@@ -19,7 +19,7 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
     """A train_fn whose test accuracy is law(B of the run) + N(0, noise²); with of_run, law(RunPlan) (the
     optimize stage's laws depend on S too). Every call's config is kept in train_fn.calls. Like the engine,
     it records the run's releases in workdir/ledger.json (every step of its plan, and DP-SNIP's release),
-    so stages can compose them."""
+    so stages can compose them, and its config in workdir/config.toml."""
     calls = []
     rng = np.random.default_rng(0)
 
@@ -31,9 +31,11 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
         calls.append(cfg)
         ledger = _ledger(run)
         if workdir is not None:
-            from tanplan.fileio import write_json_atomic
+            from tanplan.config import config_to_toml
+            from tanplan.fileio import write_json_atomic, write_text_atomic
 
             write_json_atomic(Path(workdir) / "ledger.json", ledger.to_dict())
+            write_text_atomic(Path(workdir) / "config.toml", config_to_toml(cfg))  # as the engine's RunFolder does
         return _summary(run, ledger, law(run if of_run else run.batch_size) + rng.normal(0, noise))
 
     train_fn.calls = calls

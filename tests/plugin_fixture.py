@@ -190,6 +190,7 @@ def plugin_toml(data_dir: Path, name: str = "userpkg", model: str = "make_model"
         width = 8
         [privacy]
         epsilon = 4.0
+        total_epsilon = 1e6  # the private tuning's proxies spend far more than the launch's ε
         [train]
         batch_size = 32
         steps = 6

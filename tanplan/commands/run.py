@@ -25,6 +25,8 @@ def configure(parser) -> None:
     parser.add_argument("--baseline-features", metavar="F.npz", help="private features for --baselines")
     parser.add_argument("--baseline-public", metavar="P.npz", help="public features for --baselines (DPPL-Public)")
     parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--resume", action="store_true", help="continue the run in DIR (same --config, --set and "
+                        "options): finished sweep trials, ladder rungs and launch are kept, stopped runs continue")
     parser.add_argument("--json", action="store_true")
 
 
@@ -36,16 +38,17 @@ def run(args) -> int:
     summary = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
                       address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
                       baseline_features=args.baseline_features, baseline_public=args.baseline_public,
-                      proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway).to_dict()
+                      proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway,
+                      resume=args.resume).to_dict()
     if args.json:
         print_json(summary)
     if not summary["launched"]:
         raise NotLaunched(f"not launched: {summary['reason']}; {summary['what_to_change']} "
-                          f"(or --launch-anyway); report {args.out}/report.md")
+                          f"(or rerun with --resume --launch-anyway: its runs are kept); report {args.out}/report.md")
     if not args.json:
         acc = summary["accountant"].upper()
         print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; launch ε = "
-              f"{summary['epsilon']:.4g} ({acc}; RDP {summary['epsilon_rdp']:.4g}, replace-one "
+              f"{summary['launch_epsilon']:.4g} ({acc}; RDP {summary['epsilon_rdp']:.4g}, replace-one "
               f"{summary['epsilon_replace_one']:.4g}), total ε on the private set = {summary['epsilon_total']:.4g} "
               f"({summary['epsilon_total_accountant'].upper()}; {summary['tuning_data']} tuning data); proxy compute "
               f"{summary['proxy_compute_fraction']:.4f} of the target's; report {args.out}/report.md")

@@ -66,14 +66,33 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
         for seed in range(seed_offset, seed_offset + seeds):
             run_cfg = cfg.with_overrides({"train.proxy_batch_size": int(b), "experiment.seed": cfg.experiment.seed + seed})
             workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
-            # resume: a rerun into the same folder continues (or reuses) each run: no new release
-            summary = train_fn(run_cfg, workdir, progress=False, resume=True)
+            # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
+            # from its checkpoint: no new release, no step trained twice
+            summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
             rows.append({"batch_size": int(b), "seed": seed, "test_accuracy": float(summary["test_accuracy"]),
                          "sigma": float(summary["sigma"]), "steps": int(summary["steps"]),
                          "wall_seconds": float(summary["wall_seconds"])})
             log(f"  {label}: B'={b} seed={seed} σ'={summary['sigma']:.4g} "
                 f"accuracy={summary['test_accuracy']:.4f} ({summary['wall_seconds']:.1f} s)")
     return rows
+
+
+def finished_run(workdir: Path | None, cfg: Config) -> dict | None:
+    """The summary.json of a run that finished in workdir with exactly this config (its config.toml, as the
+    engine wrote it), all its planned steps taken; None otherwise (then the engine resumes or starts it)."""
+    from tanplan.config import config_to_toml
+
+    if workdir is None or not (workdir / "summary.json").is_file() or not (workdir / "config.toml").is_file():
+        return None
+    try:
+        if (workdir / "config.toml").read_text(encoding="utf-8") != config_to_toml(cfg):
+            return None
+        summary = json.loads((workdir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    done = (isinstance(summary, dict) and not summary.get("interrupted") and summary.get("diverged_at_step") is None
+            and summary.get("steps") == summary.get("planned_steps") and summary.get("test_accuracy") is not None)
+    return summary if done else None
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
@@ -129,6 +148,30 @@ def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float 
     return result
 
 
+def steps_members(target, factors, proxy_batch_size: int) -> list[tuple[float, int, int, int]]:
+    """(k, B/k, S·k², its proxy B'/k) of each member of the privacy-parameter search that fits the data and
+    the accountants' domain; UsageError when none does. Checked before the first member trains."""
+    members = []
+    for k in factors:
+        b_float, s_float = target.batch_size / k, target.steps * k * k
+        if not (math.isfinite(s_float) and s_float <= MAX_STEPS and b_float <= target.dataset_size):
+            continue  # outside the data, or the accountants' domain
+        b, s = max(1, round(b_float)), max(1, round(s_float))
+        proxy_b = max(1, round(proxy_batch_size / k))
+        if proxy_b <= b:
+            members.append((k, b, s, proxy_b))
+    if not members:
+        raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a member "
+                         f"with B/k ≤ N = {target.dataset_size} and S·k² ≤ {MAX_STEPS:.0e} steps")
+    return members
+
+
+def data_members(target, factors, available: int) -> list[tuple[float, int]]:
+    """(k, N' = k·N) of each member of the dataset-size study with B ≤ N' ≤ the examples available."""
+    sizes = {k: target.dataset_size * k for k in factors}  # no overflow: checked as floats
+    return [(k, int(round(n))) for k, n in sizes.items() if math.isfinite(n) and target.batch_size <= round(n) <= available]
+
+
 def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
                              train_fn: Callable | None = None, log=print) -> dict:
     """Constant η and σ: S' = S·k², B' = B/k, learning rate × 1/k², each simulated at proxy scale.
@@ -141,18 +184,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
 
     dataset = load_data(cfg)
     target = plan_from_config(cfg, dataset.num_train)
-    members = []  # every member is checked before the first trains (factors of any size: no overflow)
-    for k in factors:
-        b_float, s_float = target.batch_size / k, target.steps * k * k
-        if not (math.isfinite(s_float) and s_float <= MAX_STEPS and b_float <= target.dataset_size):
-            continue  # outside the data, or the accountants' domain
-        b, s = max(1, round(b_float)), max(1, round(s_float))
-        proxy_b = max(1, round(proxy_batch_size / k))
-        if proxy_b <= b:
-            members.append((k, b, s, proxy_b))
-    if not members:
-        raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a member "
-                         f"with B/k ≤ N = {target.dataset_size} and S·k² ≤ {MAX_STEPS:.0e} steps")
+    members = steps_members(target, factors, proxy_batch_size)
     rows = []
     for k, b, s, proxy_b in members:
         member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
@@ -190,7 +222,7 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
     target = plan_from_config(cfg, base_n)
     sizes = {k: base_n * k for k in factors}  # checked before the first member trains (no overflow)
-    usable = [(k, int(round(n))) for k, n in sizes.items() if math.isfinite(n) and target.batch_size <= round(n) <= available]
+    usable = data_members(target, factors, available)
     if not usable:
         raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a dataset "
                          f"size B = {target.batch_size} ≤ k·N ≤ {available} (the training examples available; N = "

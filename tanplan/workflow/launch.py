@@ -84,19 +84,89 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     return result
 
 
-def tuning_of_best(best: dict | None, best_path: Path) -> tuple[dict | None, Path | None, str]:
+def tuning_of_best(best: dict | None, best_path: Path, cfg: Config) -> tuple[dict | None, Path | None, str]:
     """(the tuning record of a sweep's best.json, the folder of its runs when they trained on the private
-    set, a sentence for the user). A best.json without a record (an older sweep) says so."""
-    record = (best or {}).get("tuning")
-    if not isinstance(record, dict) or record.get("tuning_data") not in ("public", "private"):
-        return None, None, ("best.json does not record where its proxies trained (a sweep of an older tanplan): "
-                            "the launch's ε alone is printed; if they saw the private set, compose their ledgers")
-    if record["tuning_data"] == "public":
-        return record, None, (f"the sweep's proxies trained on {record['source']}: the launch's ε is the whole "
-                              "guarantee for the private examples")
-    trials = Path(best_path).parent / str(best.get("trials_dir", "trials"))
+    set, a sentence for the user), recomputed from the runs beside best.json, never taken on trust.
+
+    Each run folder below the sweep's trials folder holds config.toml, the config it trained: a run whose
+    [data] names the launch's data (dataset, path, options, num_samples, seed) trained on the private set.
+    A record that says "public" while a run trained on the private set, or that says "public" with no run
+    left to check, is refused (UsageError): the launch's ε alone would understate what the private set
+    bears. A best.json without a record (an older sweep) gets the recomputed one."""
+    from tanplan.workflow.tuning import from_record
+
+    trials = Path(best_path).parent / str((best or {}).get("trials_dir", "trials"))
+    written = from_record((best or {}).get("tuning"))
+    private, checked = runs_on_private_data(trials, cfg)
+    where = f"{str(trials)!r}"
+    if written is not None and written["tuning_data"] == "public":
+        if private:
+            raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but "
+                             f"{private} of the {checked} runs in {where} trained on the private set (their "
+                             "config.toml): the record was edited or belongs to another sweep; restore it, or "
+                             "launch without --best")
+        if not checked:
+            raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but no "
+                             f"run is left in {where} to check it against; keep the sweep folder next to its "
+                             "best.json")
+        return written, None, (f"the sweep's proxies trained on {written['source']} (checked on its {checked} runs): "
+                               "the launch's ε is the whole guarantee for the private examples")
+    if written is None and not private:
+        if checked:
+            record = {"tuning_data": "public", "source": f"data other than the private set ({checked} runs checked)",
+                      "private_size": None, "tuning_size": None, "sizes_differ": None}
+            return record, None, ("the sweep's proxies trained on data other than the private set (checked on its "
+                                  f"{checked} runs): the launch's ε is the whole guarantee for the private examples")
+        return None, None, ("best.json does not record where its proxies trained and no run is left beside it: the "
+                            "launch's ε alone is printed; if they saw the private set, compose their ledgers")
+    record = written or {"tuning_data": "private", "source": f"the private training set ({private} of the {checked} "
+                                                             "runs, from their config.toml)",
+                         "private_size": None, "tuning_size": None, "sizes_differ": None}
     return record, trials, (f"the sweep's proxies trained on the private set: their releases ({trials}) are composed "
                             "with the launch's")
+
+
+def runs_on_private_data(trials: Path, cfg: Config) -> tuple[int, int]:
+    """(runs that trained on cfg's data, runs checked) among the run folders below `trials` (a ledger.json
+    and the config.toml beside it)."""
+    from tanplan.config import load_config
+
+    private = checked = 0
+    for ledger in sorted(Path(trials).rglob("ledger.json")) if Path(trials).is_dir() else []:
+        path = ledger.parent / "config.toml"
+        try:
+            run = load_config(path)
+        except (OSError, UsageError):
+            continue
+        checked += 1
+        private += int(same_data(run, cfg))
+    return private, checked
+
+
+def same_data(a: Config, b: Config) -> bool:
+    """Whether two configs train on the same training set (the [data] keys that choose its examples)."""
+    import os
+
+    da, db = a.data, b.data
+    if (da.dataset, da.options, da.num_samples, da.seed) != (db.dataset, db.options, db.num_samples, db.seed):
+        return False
+    if da.path == db.path:
+        return True
+    pa, pb = Path(da.path).expanduser(), Path(db.path).expanduser()
+    return pa.exists() and pb.exists() and os.path.samefile(pa, pb)
+
+
+def check_total(cfg: Config, run: RunPlan, trials: Path | None) -> dict:
+    """The total on the private set, checked before any step (tanplan.workflow.total_budget): this launch's
+    releases and, when the sweep's proxies trained on the private set, every release in their ledgers."""
+    from tanplan.workflow import total_budget
+    from tanplan.workflow.privacy_spent import ledgers_under
+
+    spent = ledgers_under(trials) if trials is not None and trials.is_dir() else []
+    total = total_budget.TotalPlan(parts=(total_budget.Planned(what="the launch", runs=1, events=tuple(run.events())),),
+                                   delta=run.delta, accountant=run.accountant, neighbouring=run.neighbouring,
+                                   spent=tuple(spent))
+    return total_budget.check(total, cfg)
 
 
 def check_tuning_runs(trials: Path, run: RunPlan) -> None:
@@ -121,5 +191,7 @@ def with_tuning(result: dict, out: Path, record: dict, trials: Path | None) -> d
     from tanplan.workflow.privacy_spent import totals
 
     result.update(totals(Path(out), [trials] if trials is not None else [], record))
+    # the guarantee for the private examples: the total when the proxies trained on them, else the launch's
+    result["epsilon"] = result["epsilon_total"] if record["tuning_data"] == "private" else result["accounting"]["epsilon"]
     write_json_atomic(Path(out) / "launch.json", result)
     return result

@@ -204,6 +204,13 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         raise UsageError(f"optimize.seeds = {opt.seeds} is not allowed with {len(window)} candidates: the "
                          f"{opt.law} law needs {law_needs + 2} runs or more")
 
+    planned = {}
+    if cfg.tuning.data == "private":  # every proxy trains on the private set: bound the total before any trains
+        from tanplan.workflow import total_budget
+
+        planned = total_budget.check(total_budget.optimize_plan(
+            cfg, n, list(front.candidates), window, opt.seeds,
+            opt.extend, lambda c: proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size), launch_best), cfg)
     rows = {}
     for c in front.candidates:
         overrides = candidate_overrides(cfg, c)
@@ -275,6 +282,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     result["proxy_runs"] = len(points)
     result["proxy_compute_fraction"] = result["proxy_examples"] / result["recommendation"]["compute"]
     result["tuning"] = tunings[0].to_dict() if tunings else None
+    result.update(planned)  # the bound on the total checked before training (private tuning data)
     result["launch"] = None
     result["wall_seconds"] = result["simulation_seconds"] = time.perf_counter() - started
     if out is not None:

@@ -30,6 +30,18 @@ the launch) is composed from the runs' ledgers into epsilon_total_rdp / epsilon_
 proxies are evaluated on another test set than the launch's, the interval counts the difference of the
 two test sets (tanplan.workflow.batch_law.eval_set_variance).
 
+Before anything is written or trained, the total ε the run will release on the private set (with private
+tuning its sweep, ladder or fit runs and the launch; with public tuning the launch) is bounded and checked
+against privacy.total_epsilon (tanplan.workflow.total_budget): above it, BudgetExceeded (exit 3). The
+summary's `epsilon` is the guarantee for the private examples: the composed total whenever the proxies
+trained on them, the launch's otherwise (`launch_epsilon` is always the launch's own).
+
+Resume: run.json records what the run was asked (config, options); `resume=True` (`tanplan run --resume`)
+continues it: the sweep's study keeps its finished trials, ladder.json its finished runs (each run folder
+with a finished summary.json is reused as it is), a run stopped mid-way continues from its checkpoint, and
+a finished launch reports again. SIGTERM/SIGINT stop the stages with one line (RunInterrupted), Ray shut
+down (tanplan.ray_session).
+
 Compute: every proxy run processes B'·S examples; the summary gives each stage's total as a fraction of
 the target's B·S (proxy_compute: sweep, ladder (or fit), total; proxy_compute_fraction is the total).
 The ladder is bounded by its budget (fit.max_proxy_fraction, fit.min_proxy_budget); the sweep's cost is
@@ -41,8 +53,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import contextlib
+import json
+import signal
+
 from tanplan.config import Config, with_tuned
-from tanplan.errors import UsageError
+from tanplan.errors import RunInterrupted, UsageError
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.reports.fit import figure_scaling
 from tanplan.reports.run import run_report
@@ -50,68 +66,85 @@ from tanplan.workflow import tuning
 from tanplan.workflow.privacy_spent import totals
 from tanplan.workflow.sweep.study import STUDY_FILE
 
+RUN_FILE = "run.json"  # what a `tanplan run` in this folder was asked: its --resume must ask the same
+
 
 def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None,
                  baselines: bool = False, baseline_features: str | None = None,
                  baseline_public: str | None = None, proxy_batch_size: int | None = None,
-                 launch_anyway: bool = False) -> dict:
-    """Run every stage into `out`; the summary (also out/summary.json). See the module docstring."""
+                 launch_anyway: bool = False, resume: bool = False) -> dict:
+    """Run every stage into `out`; the summary (also out/summary.json). See the module docstring.
+
+    resume: continue the `tanplan run` in `out` (run.json) of the same config and options: finished sweep
+    trials, ladder or fit runs and a finished launch are reused, runs stopped mid-way continue from their
+    checkpoints. Without it, a folder that holds a run is refused. SIGTERM/SIGINT stop with RunInterrupted
+    (exit 128 + signal), Ray shut down (tanplan.ray_session)."""
     from tanplan.engine.setup import load_data
 
     started = time.perf_counter()
     out = Path(out)
     auto = cfg.fit.batch_sizes == "auto"
+    record = run_record(cfg, trials=trials, proxy_batch_size=proxy_batch_size)  # --launch-anyway may be added
     validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
                     baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
+    check_resume(out, record, resume)
     stages = _Stages(baselines, log)
     dataset = load_data(cfg)
     plan = target_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
     tune = tuning.resolve(cfg, plan, private=dataset)  # the public set checked against the private one
+    proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
+    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
+    planned = planned_total(cfg, proxies, plan, tune, sweep_b, trials)  # exit 3 before anything is written
+    test_sizes = eval_sets(proxies, dataset)
+    prepare_sweep(proxies, sweep_b, trials, None)  # checked (space, proxy, Ray address form) before any proxy trains
     out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / RUN_FILE, record)
     plan_stage(cfg, plan, out, stages)
     tuning_stage(tune, stages)
-    proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
-    test_sizes = eval_sets(proxies, dataset)
-    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
-    prepare_sweep(proxies, sweep_b, trials, None)  # checked (space, proxy, Ray address form) before any proxy trains
+    if planned and tune.data == "private":
+        stages.log(f"  planned total ε on the private set: at most {planned['epsilon_total_planned']:.4g} "
+                   f"({planned['epsilon_total_planned_accountant'].upper()}, {planned['epsilon_total_planned_runs']} "
+                   f"runs) within privacy.total_epsilon = {planned['epsilon_total_budget']:g}")
+    with interrupted_stage(out):  # SIGTERM/SIGINT from here on: one line, how to go on, Ray shut down
+        best_overrides, sweep_examples = sweep_stage(proxies, sweep_b, trials, None, out, stages, address)
+        where = "the sweep's best configuration"
+        best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
 
-    best_overrides, sweep_examples = sweep_stage(proxies, sweep_b, trials, None, out, stages, address)
-    where = "the sweep's best configuration"
-    best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
+        if auto:
+            ladder = ladder_stage(best_proxies, out, stages, test_sizes)
+            fit_result = ladder_fit_result(ladder, out)
+            law_runs = [p for p in ladder["points"] if p.get("source") == "ladder"]
+        else:
+            ladder = None
+            fit_result = fit_stage(best_proxies, out, stages, test_sizes)
+            law_runs = fit_result["points"]
+        compute = _compute(plan, sweep_examples, law_runs, auto)
+        if not fit_result["law_holds"] and not launch_anyway:
+            return _not_launched(cfg, plan, out, started, tune, stage="ladder" if auto else "fit",
+                                 reason=fit_result["verdict"], what_to_change=fit_result["what_to_change"],
+                                 ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute,
+                                 planned=planned)
 
-    if auto:
-        ladder = ladder_stage(best_proxies, out, stages, test_sizes)
-        fit_result = ladder_fit_result(ladder, out)
-        law_runs = [p for p in ladder["points"] if p.get("source") == "ladder"]
-    else:
-        ladder = None
-        fit_result = fit_stage(best_proxies, out, stages, test_sizes)
-        law_runs = fit_result["points"]
-    compute = _compute(plan, sweep_examples, law_runs, auto)
-    if not fit_result["law_holds"] and not launch_anyway:
-        return _not_launched(cfg, plan, out, started, tune, stage="ladder" if auto else "fit",
-                             reason=fit_result["verdict"], what_to_change=fit_result["what_to_change"],
-                             ladder=ladder, fit_result=fit_result, best=best_overrides, compute=compute)
-
-    launched = launch_stage(best_cfg, plan, out, stages)
-    actual = float(launched["summary"]["test_accuracy"])
-    if fit_result.get("model") is not None:
-        figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
-    summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
-                       accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
-                       anyway=launch_anyway and not fit_result["law_holds"])
-    summary["sweep_choice"] = _sweep_choice(out)
-    summary.update(totals(out / "launch", _proxy_folders(out), tune))
-    baseline_md = ""
-    if baselines and summary["epsilon"] is not None:
-        stages.next(f"baselines: private heads and DP prototypes on frozen features at ε = {summary['epsilon']:.4g}")
-        summary["baselines"], baseline_md = _baselines(summary["epsilon"], plan.delta, baseline_features,
-                                                       baseline_public, out / "baselines", cfg)
-    summary["wall_seconds"] = time.perf_counter() - started
-    write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder)
-                      + baseline_md)
-    return summary
+        launched = launch_stage(best_cfg, plan, out, stages)
+        actual = float(launched["summary"]["test_accuracy"])
+        if fit_result.get("model") is not None:
+            figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
+        summary = _summary(plan, ladder, fit_result, best_overrides, compute, launched=True, actual=actual,
+                           accounting=launched["accounting"], launch_wall=launched["wall_seconds"],
+                           anyway=launch_anyway and not fit_result["law_holds"])
+        summary["sweep_choice"] = _sweep_choice(out)
+        _with_totals(summary, totals(out / "launch", _proxy_folders(out), tune), planned)
+        baseline_md = ""
+        if baselines and summary["launch_epsilon"] is not None:
+            stages.next(f"baselines: private heads and DP prototypes on frozen features at the launch's ε = "
+                        f"{summary['launch_epsilon']:.4g}")
+            summary["baselines"], baseline_md = _baselines(summary["launch_epsilon"], plan.delta, baseline_features,
+                                                           baseline_public, out / "baselines", cfg)
+        summary["wall_seconds"] = time.perf_counter() - started
+        write_json_atomic(out / "summary.json", summary)
+        write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder)
+                          + baseline_md)
+        return summary
 
 
 def sweep_batch_size(cfg: Config, proxy_batch_size: int | None) -> int:
@@ -136,6 +169,86 @@ def eval_sets(proxy_cfg: Config, dataset) -> tuple[int | None, int | None]:
     proxy_data = load_data(proxy_cfg)
     same = same_test_set(proxy_data, dataset)  # in-memory arrays, or sources read in slices
     return (None, None) if same else (int(proxy_data.num_test), int(dataset.num_test))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Before any stage: the total budget, the run's record (--resume), interruptions
+
+
+def planned_total(cfg: Config, proxies: Config, plan, tune, sweep_b: int, trials: int | None) -> dict | None:
+    """The bound on the total ε the run will release on the private set (tanplan.workflow.total_budget);
+    BudgetExceeded (exit 3) above privacy.total_epsilon. None for a non-private config."""
+    from tanplan.workflow import total_budget
+
+    if not cfg.privacy.private:
+        return None
+    s = cfg.sweep
+    total = total_budget.pipeline_plan(cfg, proxies, plan.dataset_size, tune.data, sweep_batch_size=sweep_b,
+                                       trials=trials or s.trials, top_k=s.top_k, seeds=s.seeds)
+    return total_budget.check(total, cfg)
+
+
+def run_record(cfg: Config, **options) -> dict:
+    """What a run in a folder was asked (run.json): its config and the options that shape its stages."""
+    return json.loads(json.dumps({"config": cfg.to_dict(), "options": options}))
+
+
+def check_resume(out: Path, record: dict, resume: bool) -> None:
+    """UsageError unless `out` holds a run exactly when resume is asked, and the same run (config, options)."""
+    from tanplan.workflow.sweep.study import _first_difference
+
+    path = Path(out) / RUN_FILE
+    if not resume:
+        if path.is_file():
+            raise UsageError(f"--out {str(out)!r} already holds a `tanplan run` ({RUN_FILE}): pass --resume to "
+                             "continue it, or choose another --out")
+        return
+    if not path.is_file():
+        raise UsageError(f"--resume is not allowed: {str(out)!r} holds no `tanplan run` to continue (no {RUN_FILE}); "
+                         "leave --resume out to start one")
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise UsageError(f"--resume is not allowed: {str(path)!r} is not the JSON a `tanplan run` writes; move it "
+                         "away or choose another --out") from None
+    if old != record:
+        raise UsageError(f"--resume is not allowed: {str(out)!r} holds a run of another config or options "
+                         f"({_first_difference(old, record)}); resume with the same --config, --set and options, or "
+                         "choose another --out")
+
+
+@contextlib.contextmanager
+def interrupted_stage(out: Path):
+    """SIGTERM/SIGINT while the stages run: RunInterrupted (one line, exit 128 + signal) saying how to go on.
+    A proxy run or the launch in flight saves its checkpoint (the engine's own handler); a sweep stops its
+    Ray Tune run and shuts Ray down (tanplan.ray_session); between runs the stage stops where it is."""
+    from tanplan import ray_session
+
+    caught: dict = {}
+
+    def handler(signum, frame):
+        caught["signum"] = signum
+        raise KeyboardInterrupt
+
+    previous = {}
+    try:
+        for s in (signal.SIGTERM, signal.SIGINT):
+            previous[s] = signal.signal(s, handler)
+    except ValueError:  # not the main thread: whoever runs us handles signals
+        pass
+    how = f"continue with `tanplan run --resume` (the same --config, --set and --out {str(out)!r})"
+    try:
+        yield
+    except KeyboardInterrupt:
+        signum = caught.get("signum") or ray_session.last_signal() or signal.SIGINT
+        raise RunInterrupted(f"{signal.Signals(signum).name}: `tanplan run` stopped; finished runs are kept in "
+                             f"{str(out)!r}: {how}", signum) from None
+    except RunInterrupted as err:  # the engine's: the run in flight saved its checkpoint
+        text = str(err).removesuffix("; continue with --resume")
+        raise RunInterrupted(f"{text}; `tanplan run` stopped: {how}", err.exit_code - 128) from None
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -309,13 +422,25 @@ def _summary(plan, ladder, fit_result, best_overrides, compute, *, launched: boo
     return summary
 
 
+def _with_totals(summary: dict, total: dict, planned: dict | None) -> dict:
+    """summary with the total on the private set (privacy_spent.totals) and the bound checked before training.
+    `epsilon` is the guarantee for the private examples: the total whenever the proxies trained on them, the
+    launch's otherwise; the launch's own ε of record stays under `launch_epsilon`."""
+    summary["launch_epsilon"] = summary["epsilon"]
+    summary.update(total)
+    summary.update(planned or {})
+    if total["tuning_data"] == "private":
+        summary["epsilon"] = total["epsilon_total"]
+    return summary
+
+
 def _not_launched(cfg: Config, plan, out: Path, started: float, tune, *, stage: str, reason: str, what_to_change,
-                  ladder=None, fit_result=None, best=None, compute=None) -> dict:
+                  ladder=None, fit_result=None, best=None, compute=None, planned=None) -> dict:
     """Write summary.json and report.md of a run stopped before its launch; the summary (launched: false)."""
     compute = compute or _compute(plan, [], [], ladder is not None)
     summary = _summary(plan, ladder, fit_result, best or {}, compute, launched=False, reason=reason,
                        what_to_change=what_to_change, stage=stage)
-    summary.update(totals(None, _proxy_folders(out), tune))
+    _with_totals(summary, totals(None, _proxy_folders(out), tune), planned)
     summary["wall_seconds"] = time.perf_counter() - started
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "report.md", run_report(cfg.experiment.name, plan, fit_result, summary, out, ladder))

@@ -213,7 +213,7 @@ def test_run_exits_4_with_a_one_line_reason_and_launch_anyway_overrides(tmp_path
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tanplan: error: not launched: the batch law does not hold")
     assert "launched" not in state and "Traceback" not in captured.out + captured.err
-    code = _run_cli(tmp_path, "--launch-anyway", sets=["fit.law=log-linear"])
+    code = _run_cli(tmp_path, "--resume", "--launch-anyway", sets=["fit.law=log-linear"])  # its runs reused
     assert code == 0 and state["launched"]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["launched"] and summary["launched_anyway"] and summary["predicted_accuracy"] is None
@@ -231,7 +231,8 @@ def test_explicit_proxies_below_the_knee_are_not_launched_and_show_no_prediction
         assert path.is_file()
     report = (tmp_path / "run" / "report.md").read_text()
     assert "No prediction" in report and "Predicted for one launch" not in report
-    assert _run_cli(tmp_path, "--launch-anyway", sets=["fit.batch_sizes=[16, 32, 64]", "fit.law=log-linear"]) == 0
+    assert _run_cli(tmp_path, "--resume", "--launch-anyway", sets=["fit.batch_sizes=[16, 32, 64]",
+                                                                   "fit.law=log-linear"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert state["launched"] and last.startswith("no prediction") and "actual" in last  # never a value above 1
 

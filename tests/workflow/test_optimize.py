@@ -215,7 +215,7 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
     from tanplan.workflow.privacy_spent import ledgers_under
 
     for data in ("public", "private"):
-        cfg = load_config(CONFIG, OPT + [f"tuning.data={data}"])
+        cfg = load_config(CONFIG, OPT + [f"tuning.data={data}", "privacy.total_epsilon=1e6"])  # over ε: allowed
         train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
         result = optimize(cfg, tmp_path / data, train_fn=train_fn, launch_best=True, log=quiet)
         proxies = train_fn.calls[:-1]  # the last call is the launch, on the private set
@@ -235,6 +235,19 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
             assert result["epsilon_total_rdp"] == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
             assert result["epsilon_total_rdp"] > max(spent["epsilon_rdp"], launch_eps)
             assert "the total ε is the guarantee" in report and f"**{result['epsilon_total_rdp']:.4g}**" in report
+            # within the bound checked before any proxy trained (RDP: the proxies' σ' is below PLD's domain)
+            assert result["epsilon_total_planned_accountant"] == "rdp"
+            assert result["epsilon_total_rdp"] <= result["epsilon_total_planned"] * (1 + 1e-9)
+
+
+def test_private_tuning_over_the_total_budget_trains_nothing(tmp_path):
+    from tanplan.errors import BudgetExceeded
+
+    train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
+    with pytest.raises(BudgetExceeded, match=r"up to ε = .* above privacy.total_epsilon = 50;"):
+        optimize(load_config(CONFIG, OPT + ["tuning.data=private", "privacy.total_epsilon=50"]), tmp_path / "o",
+                 train_fn=train_fn, launch_best=True, log=quiet)
+    assert train_fn.calls == [] and not (tmp_path / "o").exists()
 
 
 def test_the_typed_result_is_the_json_it_came_from(study):

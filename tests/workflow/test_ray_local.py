@@ -44,6 +44,30 @@ def test_a_local_ray_is_asked_for_loopback_no_dashboard_and_a_private_folder(mon
     assert ray_constants.ENABLE_RAY_CLUSTER == before and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
 
 
+def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(monkeypatch):
+    """ray.init installs Ray's SIGTERM handlers (a C++ stack dump, exit 1): a session replaces them by an
+    interrupt (the caller's `finally` shuts Ray down), and stop_ray restores the handler found before."""
+    import signal
+
+    def ray_like_init(**kwargs):
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))  # what Ray's driver installs
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", ray_like_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    before = signal.getsignal(signal.SIGTERM)
+    session = ray_session.start_ray(None, num_cpus=1)
+    try:
+        assert ray_session.last_signal() is None
+        with pytest.raises(KeyboardInterrupt):  # not SystemExit(1), not a dump: the SIGINT handler's interrupt
+            signal.raise_signal(signal.SIGTERM)
+            time.sleep(1)
+        assert ray_session.last_signal() == signal.SIGTERM
+    finally:
+        ray_session.stop_ray(session)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 @pytest.mark.parametrize("address, message", [
     ("notaport", "is not allowed: use auto, HOST:PORT"),
     ("127.0.0.1:99999", "is not allowed"),

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from tanplan.errors import UsageError
 from tanplan.fileio import exclusive
-from tanplan.ray_session import check_address, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
+from tanplan.ray_session import check_address, last_signal, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import to_optuna
 from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, finished_count, finite,
@@ -162,26 +162,31 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
         from tanplan.config import config_from_dict
         from tanplan.plugins import worker_env
 
-        started_ray = connect_ray(address, worker_env(config_from_dict(spec.base)))  # workers import the plug-ins
-        if address and address.startswith("ray://"):
-            log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
-                "storage it shares")
-        try:
-            done = finished_count(search)
-            if done:
-                log(f"resume: {done} of {spec.trials} trials already finished")
-            if spec.trials > done:
-                _search(spec, out, search, storage, spec.trials - done, train_fn, log)
-            interrupted = running_numbers(search)
-            if not interrupted:
-                jobs = rerun_jobs(search, reruns, spec)
-                if jobs:
-                    _rerun(spec, out, reruns, jobs, train_fn, log)
-        finally:
-            stop_ray(started_ray)  # and remove the local Ray's session folder
+        done = finished_count(search)
+        if done:
+            log(f"resume: {done} of {spec.trials} trials already finished")
+        interrupted: list[int] = []
+        # Ray starts only when something is left to train (a resumed sweep that finished needs none).
+        if spec.trials > done or rerun_jobs(search, reruns, spec):
+            started_ray = connect_ray(address, worker_env(config_from_dict(spec.base)))  # workers import plug-ins
+            if address and address.startswith("ray://"):
+                log(f"note: through Ray Client the sweep's searcher runs on the head node; {out} must be on "
+                    "storage it shares")
+            try:
+                if spec.trials > done:
+                    _search(spec, out, search, storage, spec.trials - done, train_fn, log)
+                interrupted = running_numbers(search)
+                if not interrupted and last_signal() is None:
+                    jobs = rerun_jobs(search, reruns, spec)
+                    if jobs:
+                        _rerun(spec, out, reruns, jobs, train_fn, log)
+            finally:
+                stop_ray(started_ray)  # and remove the local Ray's session folder
+            if last_signal() is not None:  # Ray Tune stopped gracefully: trials or re-runs are left
+                interrupted = interrupted or [-1]
         summary = results.write_results(out, spec, search, reruns)
     if interrupted:
-        raise KeyboardInterrupt(f"sweep interrupted with trials {interrupted} unfinished")
+        raise KeyboardInterrupt(f"sweep interrupted with trials {[n for n in interrupted if n >= 0]} unfinished")
     return summary
 
 

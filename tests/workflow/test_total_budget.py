@@ -1,0 +1,208 @@
+"""The total ε a workflow will release on the private set is bounded before any training and checked against
+privacy.total_epsilon (tanplan.workflow.total_budget): `tanplan run --tune-data private` of the demo config
+exits 3 before anything is written, naming the figure; raised, the run's JSON ε is the total; the ladder's
+bound covers every way it can spend its budget; a best.json's tuning record is checked against its runs."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from fakes import SMALL, fake_train
+from helpers import CONFIG, run_cli
+
+from tanplan.config import load_config
+from tanplan.engine import loop
+from tanplan.privacy import accounting
+from tanplan.workflow import fit as fit_stage
+from tanplan.workflow import launch as launch_module
+from tanplan.workflow import total_budget
+from tanplan.workflow.ladder import Budget, climb
+from tanplan.workflow.pipeline import run_pipeline
+from tanplan.workflow.sweep import search
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("nothing may train")
+
+
+def _rdp_epsilon(runs, delta):
+    """ε (RDP) of (q, σ, S) runs composed, by dp-accounting's own accountant: an independent computation."""
+    acc = accounting.make_accountant("rdp")
+    for q, sigma, steps in runs:
+        acc.compose(accounting.dp_sgd_event(q, sigma, steps))
+    return acc.get_epsilon(delta)
+
+
+def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    from tanplan.engine.setup import load_data
+    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.workflow.ladder import budget_of
+
+    monkeypatch.setattr(loop, "train_and_evaluate", _no_training)
+    monkeypatch.setattr(search, "run_sweep", _no_training)
+    out = tmp_path / "run"
+    code, stdout, err = run_cli(capsys, "run", "--config", CONFIG, "--tune-data", "private", "--out", str(out))
+    assert code == 3 and stdout == "" and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    # The figure: every planned release composed, recomputed here from the config (RDP: the proxies' σ' is
+    # below PLD's domain): 4 trials and 2 × 3 re-runs at the ladder's third rung, the ladder's costliest runs
+    # within its budget, and the launch.
+    cfg = load_config(CONFIG)
+    n = load_data(cfg).num_train
+    target = resolve_plan(cfg, n)
+    b = budget_of(cfg)
+    runs = [(q * 64 / target.batch_size, target.sigma * 64 / target.batch_size, target.steps)
+            for q in [target.q]] * (4 + 2 * 3)
+    counts = {16: 4, 32: 4, 64: 4, 128: 4}
+    counts[16] += int((b.per_step - 4 * (16 + 32 + 64 + 128)) // 16)
+    for size, k in counts.items():
+        runs += [(size / n, target.sigma * size / target.batch_size, target.steps)] * k
+    runs.append((target.q, target.sigma, target.steps))
+    expected = _rdp_epsilon(runs, target.delta)
+    assert f"up to ε = {expected:.4g} (RDP" in err and "above privacy.total_epsilon = 0.7" in err
+    for alternative in ("tuning.data = \"public\"", "fewer proxy runs", "random-count tuning"):
+        assert alternative in err
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+
+    def fake_sweep(spec, out, **kwargs):  # two trials through the fake engine (each writes its ledger)
+        from tanplan.config import config_from_dict
+
+        for t in range(2):
+            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
+        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+
+    real_launch = launch_module.launch
+    monkeypatch.setattr(search, "run_sweep", fake_sweep)
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(launch_module, "launch",
+                        lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
+    return train_fn
+
+
+@pytest.mark.parametrize("tuning_data", ["private", "public"])
+def test_with_a_raised_total_the_run_trains_and_its_epsilon_is_the_total(tmp_path, fake_engine, tuning_data):
+    sets = SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2", f"tuning.data={tuning_data}",
+                    "privacy.total_epsilon=1e6"]
+    summary = run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
+    assert summary["launch_epsilon"] == summary["epsilon_pld"] <= 0.7  # the launch's own ε of record
+    if tuning_data == "public":
+        assert summary["epsilon"] == summary["launch_epsilon"]
+        return
+    assert summary["epsilon"] == summary["epsilon_total"] > summary["launch_epsilon"]
+    # what the ledgers hold is within the bound checked before training (here every planned run ran)
+    assert summary["epsilon_total"] <= summary["epsilon_total_planned"] * (1 + 1e-9)
+    sweep = load_config(CONFIG).sweep  # planned: [sweep]'s trials and re-runs (the fake sweep trains only 2)
+    assert summary["epsilon_total_planned_runs"] == sweep.trials + sweep.top_k * sweep.seeds + 2 * 2 + 1
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert written["epsilon"] == summary["epsilon_total"]
+
+
+def _ladder_runs(budget: Budget, n: int, sigma: float, steps: int, counts: dict[int, int]):
+    return [(b / n, sigma * b / budget.target_batch_size, steps) for b, k in counts.items() for _ in range(k)]
+
+
+def test_the_ladder_bound_covers_every_way_to_spend_its_budget():
+    n, sigma, steps, delta = 2000, 4.0, 20, 1e-4
+    budget = Budget(16, 512, 2, 256, 0.3)
+    bound = total_budget.ladder_counts(budget)
+    assert bound == {16: 4, 32: 2, 64: 2}  # the climb: 2 × (16 + 32 + 64) = 224; 32 left: two more at 16
+    eps_bound = _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, bound), delta)
+    climbed = {16: 2, 32: 2, 64: 2}
+    for extra in ({}, {16: 1}, {32: 1}, {16: 2}):  # every other way to spend the 32 left
+        counts = {b: k + extra.get(b, 0) for b, k in climbed.items()}
+        assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, counts), delta) <= eps_bound * (1 + 1e-12)
+    # ladders driven to their end by the rule (random accuracies) stay within it too
+    for seed in range(5):
+        rng = random.Random(seed)
+        outcome = climb(lambda b, k: [0.5 + 0.3 * rng.random() for _ in range(k)], budget)
+        trained = {r.batch_size: r.n for r in outcome.rungs}
+        assert sum(b * k for b, k in trained.items()) <= budget.per_step
+        assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------
+# launch --best: the total checked, the tuning record recomputed from the runs
+
+
+def _sweep(tmp_path, monkeypatch, capsys, fake, sets, name="sweep"):
+    from test_tuning_routes import _sweep_without_ray
+
+    monkeypatch.setattr(search, "run_sweep", _sweep_without_ray(fake))
+    code, _, err = run_cli(capsys, "sweep", "--config", CONFIG, *sum([["--set", s] for s in sets], []),
+                           "--proxy-batch-size", "32", "--out", str(tmp_path / name))
+    assert code == 0, err
+    return tmp_path / name / "best.json"
+
+
+TINY = ["data.num_samples=2000", "train.batch_size=256", "train.steps=4", "train.eval_every=4", "sweep.trials=2"]
+
+
+def test_launch_best_of_a_private_sweep_is_refused_over_the_total(tmp_path, monkeypatch, capsys):
+    fake = fake_train()
+    monkeypatch.setattr(loop, "train_and_evaluate", fake)
+    best = _sweep(tmp_path, monkeypatch, capsys, fake, TINY + ["tuning.data=private", "privacy.total_epsilon=1e6"])
+    calls = len(fake.calls)
+    sets = sum([["--set", s] for s in TINY + ["tuning.data=private", "privacy.epsilon=1"]], [])
+    code, stdout, err = run_cli(capsys, "launch", "--config", CONFIG, *sets, "--best", str(best), "--out",
+                                str(tmp_path / "launch"))
+    assert code == 3 and stdout == "" and len(err.strip().splitlines()) == 1, err
+    assert "2 runs already trained and the launch" in err and "privacy.total_epsilon = 1 (its default" in err
+    assert len(fake.calls) == calls and not (tmp_path / "launch").exists()
+
+
+def test_an_edited_tuning_record_is_refused_and_a_missing_one_recomputed(tmp_path, monkeypatch, capsys):
+    fake = fake_train()
+    monkeypatch.setattr(loop, "train_and_evaluate", fake)
+    private = TINY + ["tuning.data=private", "privacy.total_epsilon=1e6"]
+    best = _sweep(tmp_path, monkeypatch, capsys, fake, private)
+    record = json.loads(best.read_text())
+    record["tuning"]["tuning_data"] = "public"  # the edit
+    best.write_text(json.dumps(record))
+    sets = sum([["--set", s] for s in private], [])
+    code, stdout, err = run_cli(capsys, "launch", "--config", CONFIG, *sets, "--best", str(best), "--out",
+                                str(tmp_path / "launch"))
+    assert code == 2 and stdout == "" and "2 of the 2 runs" in err and "trained on the private set" in err
+    assert not (tmp_path / "launch").exists()
+
+    del record["tuning"]  # no record at all (an older sweep): recomputed from the runs, and composed
+    best.write_text(json.dumps(record))
+    code, stdout, err = run_cli(capsys, "launch", "--config", CONFIG, *sets, "--best", str(best), "--out",
+                                str(tmp_path / "launch"), "--json")
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["tuning_data"] == "private" and result["epsilon_total_runs"] == 3
+    assert result["epsilon"] == result["epsilon_total"] > result["accounting"]["epsilon"]
+
+    # A public sweep's record checks out against its runs (the public mnist1d draw, data.seed + 1).
+    public = _sweep(tmp_path, monkeypatch, capsys, fake, TINY, name="public")
+    code, stdout, err = run_cli(capsys, "launch", "--config", CONFIG, *sum([["--set", s] for s in TINY], []),
+                                "--best", str(public), "--out", str(tmp_path / "launch2"))
+    assert code == 0, err
+    assert "checked on its 2 runs" in stdout and Path(tmp_path / "launch2" / "launch.json").is_file()
+
+
+@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2"], ["--batch-sizes", "auto"],
+                                  ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "32", "--seeds", "1"],
+                                  ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "32", "--seeds", "1"]],
+                         ids=["batch", "ladder", "steps", "data"])
+def test_every_fit_mode_on_the_private_set_is_bounded_before_it_trains(tmp_path, monkeypatch, capsys, mode):
+    fake = fake_train()
+    monkeypatch.setattr(loop, "train_and_evaluate", fake)
+    sets = sum([["--set", s] for s in TINY + ["tuning.data=private", "privacy.total_epsilon=2"]], [])
+    code, stdout, err = run_cli(capsys, "fit", "--config", CONFIG, *sets, "--out", str(tmp_path / "fit"), *mode)
+    assert code == 3 and stdout == "" and "above privacy.total_epsilon = 2;" in err and fake.calls == []
+    assert not (tmp_path / "fit").exists()
+    sets[-1] = "privacy.total_epsilon=1e6"
+    code, stdout, err = run_cli(capsys, "fit", "--config", CONFIG, *sets, "--out", str(tmp_path / "fit"), *mode,
+                                "--json")
+    assert code == 0, err
+    result = json.loads(stdout)
+    spent = json.loads((tmp_path / "fit" / "privacy_spent.json").read_text())
+    assert spent["runs"] == len(fake.calls) <= result["epsilon_total_planned_runs"]
+    # what ran, composed, stays within the bound it was checked on (under the accountant that gave it)
+    assert spent[f"epsilon_{result['epsilon_total_planned_accountant']}"] <= result["epsilon_total_planned"] * (1 + 1e-9)
