@@ -7,9 +7,10 @@ That bound needs every OTHER example's views to stay the same when one example i
 So the key of an example's views is a function of the step's key and the example's own identity, its
 index in the training set (`example_keys`), never of its position in the padded batch: with position
 keys, one example inserted first shifts every later row onto another key, the other examples get other
-views and other clipped gradients, and the clipped sum moved by 5.9 C (shift_scale_noise, 100 rows;
-tests/dp/test_augmentation_keys.py measures it). The step's key comes from the run's secret
-(tanplan.dp.secret, stream AUGMENT), so the views are also unknown to whoever reads the run's outputs.
+views and other clipped gradients, and the clipped sum moved by up to 5.9 C (shift_scale_noise, 100
+rows: experiments/augmentation_keys.py; tests/dp/test_augmentation_keys.py checks every route). The
+step's key comes from the run's secret (tanplan.dp.secret, stream AUGMENT), so the views are also
+unknown to whoever reads the run's outputs.
 The keys do not depend on how the batch is chunked or sharded, nor on the other rows, so accumulation,
 data parallelism, the audit's shadow batch and a resumed run see the same augmentations.
 """
