@@ -12,7 +12,8 @@ Signals: ray.init installs Ray's own SIGTERM handlers in the driver (a C++ one t
 stderr, and a Python one that exits with status 1). While a session is open, SIGTERM is handled as SIGINT
 instead: the SIGINT handler in force runs (Ray Tune's stops its run gracefully; otherwise KeyboardInterrupt),
 so the caller's `finally` shuts Ray down (its workers, raylet and GCS end) and removes the session folder.
-`last_signal()` tells the caller which signal it was; stop_ray restores the handler found before.
+`last_signal()` tells the caller which signal it was; stop_ray restores the SIGTERM and SIGINT handlers
+found before (Ray Tune leaves its SIGINT handler installed after a run).
 
 Attached (--address auto, HOST:PORT or ray://HOST:PORT): the address is checked first (`check_address`:
 malformed, or nobody listening, is one line and exit 2 instead of Ray's minute of retries), then Ray's own
@@ -48,6 +49,7 @@ class RaySession:
     saved_env: str | None = None
     saved_constant: bool | None = None
     saved_sigterm: object = None  # the SIGTERM handler before ray.init (None: not replaced)
+    saved_sigint: object = None  # the SIGINT handler before (Ray Tune leaves its own installed after a run)
 
 
 _last_signal: int | None = None  # the signal that stopped the newest session, if one did
@@ -107,9 +109,9 @@ def start_ray(address: str | None, *, num_cpus: int, log_to_driver: bool = False
     options = dict(log_to_driver=log_to_driver, logging_level="ERROR")
     if runtime_env:
         options["runtime_env"] = runtime_env
-    sigterm = _current_sigterm()
+    sigterm, sigint = _current_handlers()
     if address:
-        session = RaySession(temp_dir=None, saved_sigterm=sigterm)
+        session = RaySession(temp_dir=None, saved_sigterm=sigterm, saved_sigint=sigint)
         try:
             _attach(address, options)
         except BaseException:
@@ -118,7 +120,7 @@ def start_ray(address: str | None, *, num_cpus: int, log_to_driver: bool = False
         _hold_signals(session)
         return session
     session = _loopback_only()
-    session.saved_sigterm = sigterm
+    session.saved_sigterm, session.saved_sigint = sigterm, sigint
     session.temp_dir = tempfile.mkdtemp(prefix="tanplan-ray-", dir=_short_temp_root())
     try:
         with _fork_exec_is_safe():
@@ -131,11 +133,13 @@ def start_ray(address: str | None, *, num_cpus: int, log_to_driver: bool = False
     return session
 
 
-def _current_sigterm():
-    """The SIGTERM handler in force (main thread), to restore after Ray; None elsewhere."""
+def _current_handlers() -> tuple:
+    """(SIGTERM, SIGINT) handlers in force (main thread), to restore after Ray; (None, None) elsewhere."""
     import threading
 
-    return signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    if threading.current_thread() is not threading.main_thread():
+        return None, None
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
 
 def stop_ray(session: RaySession | None) -> None:
@@ -152,8 +156,9 @@ def stop_ray(session: RaySession | None) -> None:
 
 def _stop_rest(session: RaySession) -> None:
     """After ray.shutdown: the signal handler, Ray's mode and the session folder as they were before."""
-    if session.saved_sigterm is not None:
-        signal.signal(signal.SIGTERM, session.saved_sigterm)
+    for signum, handler in ((signal.SIGTERM, session.saved_sigterm), (signal.SIGINT, session.saved_sigint)):
+        if handler is not None:
+            signal.signal(signum, handler)
     if session.saved_constant is not None:
         from ray._private import ray_constants
 

@@ -55,7 +55,7 @@ def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(m
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", ray_like_init)
     monkeypatch.setattr(ray, "shutdown", lambda: None)
-    before = signal.getsignal(signal.SIGTERM)
+    before, before_int = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     session = ray_session.start_ray(None, num_cpus=1)
     try:
         assert ray_session.last_signal() is None
@@ -63,9 +63,10 @@ def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(m
             signal.raise_signal(signal.SIGTERM)
             time.sleep(1)
         assert ray_session.last_signal() == signal.SIGTERM
+        signal.signal(signal.SIGINT, lambda signum, frame: None)  # what Ray Tune leaves after its run
     finally:
         ray_session.stop_ray(session)
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getsignal(signal.SIGTERM) is before and signal.getsignal(signal.SIGINT) is before_int
 
 
 @pytest.mark.parametrize("address, message", [
