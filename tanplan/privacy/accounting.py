@@ -193,6 +193,8 @@ def epsilon_of_events(events, delta: float, accountant: str = "pld", neighbourin
 _GRID_MAX = 1e-2  # the coarsest PLD grid, tried first
 _GRID_STEP_TOLERANCE = 3e-3  # halving the grid moved ε by at most this (relative): stop
 _GRID_MIN_PER_EPSILON = 1e-6  # no finer than ε·1e-6 (bounds the grid's points, and the time)
+_COARSE_GRID_PER_EPSILON = 1e-3  # a calibration brackets on a grid no finer than target ε × this,
+_SEARCH_GRID_PER_EPSILON = 5e-5  # and refines on one no finer than target ε × this
 
 
 def pld_grid(events, delta: float, neighbouring: str = "add_remove") -> float:
@@ -519,24 +521,32 @@ def _calibrate_pld(q: float, steps: int, eps: float, delta: float, neighbouring:
 
 
 def solve_pld(events_of, guess: float, eps: float, delta: float, neighbouring: str = "add_remove") -> float:
-    """The smallest σ whose composition events_of(σ) has PLD ε in [eps·(1 − 1%), eps] (never over): searched
-    on twice the grid `pld_grid` picks at the guess (still an upper bound), confirmed by one evaluation on
-    the figure of record's own grid (else searched again on it)."""
-    grid = 2 * pld_grid(events_of(guess), delta, neighbouring)  # searched on twice the guess's grid
+    """The smallest σ whose composition events_of(σ) has PLD ε in [eps·(1 − 1%), eps] (never over): bracketed
+    on a coarse grid, refined on the grid the answer needs (each an upper bound), confirmed by one evaluation
+    on the figure of record's own grid (else searched again on it).
 
-    def coarse(sigma: float) -> float:
-        events = events_of(sigma)
-        params = [p for p in map(_dp_sgd_params, events) if p is not None]
-        for q, s, n in params:
-            _check(q, s, n, delta, "pld")
-        return _epsilon_of_events(_grouped(events), float(delta), "pld", neighbouring, grid)
+    Why two grids: the guess can sit far from the answer (RDP's closed form misses by up to 60× at tiny q
+    and many steps), and a grid fine enough for the guess's small ε costs minutes an evaluation at the
+    answer's σ. A coarser grid's ε is never below a finer one's, so the coarse σ is at or above the answer
+    and the refinement only walks down from it, in small steps."""
 
+    def on_grid(grid: float):
+        def eps_of(sigma: float) -> float:
+            events = events_of(sigma)
+            for q, s, n in (p for p in map(_dp_sgd_params, events) if p is not None):
+                _check(q, s, n, delta, "pld")
+            return _epsilon_of_events(_grouped(events), float(delta), "pld", neighbouring, grid)
+        return eps_of
+
+    search = dict(lo_limit=PLD_SIGMA_MIN, accountant="pld")
+    coarse = max(2 * pld_grid(events_of(guess), delta, neighbouring), _COARSE_GRID_PER_EPSILON * eps)
+    sigma = _solve_decreasing(on_grid(coarse), guess, eps, close=2e-2, step=1.1, **search)
+    refined = max(2 * pld_grid(events_of(sigma), delta, neighbouring), _SEARCH_GRID_PER_EPSILON * eps)
+    sigma = _solve_decreasing(on_grid(refined), sigma, eps, close=2e-3, step=1.02, **search)
     fine = lambda s: epsilon_of_events(events_of(s), delta, "pld", neighbouring)  # noqa: E731
-    search = dict(close=2e-3, lo_limit=PLD_SIGMA_MIN, accountant="pld", step=1.1)
-    sigma = _solve_decreasing(coarse, guess, eps, **search)
     if eps * (1 - CALIBRATION_SLACK) <= fine(sigma) <= eps:
         return sigma
-    return _solve_decreasing(fine, sigma, eps, **search)
+    return _solve_decreasing(fine, sigma, eps, close=2e-3, step=1.02, **search)
 
 
 def _neighbours(orders: tuple[float, ...], alpha: float, k: int = 3) -> set[float]:
