@@ -57,7 +57,9 @@ def _typed(fn):
                 shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
                 raise UsageError(f"tanplan.{fn.__name__}({name}={shown}) is not allowed: {name} takes "
                                  f"{_describe(hint)}")
-        return fn(*args, **kwargs)
+            if isinstance(value, numbers.Integral) and type(value) is not int and not isinstance(value, bool):
+                bound.arguments[name] = int(value)  # numpy's integers: the stages check `isinstance(x, int)`
+        return fn(*bound.args, **bound.kwargs)
 
     return checked
 

@@ -60,3 +60,15 @@ def test_typed_results_read_back_their_json():
     assert front.candidates and all(c.batch_size * c.steps <= 150000 for c in front.candidates)
     with pytest.raises(ValueError, match="no field 'surprise'"):
         Proxy.from_dict({**proxy.to_dict(), "surprise": 1})
+
+
+def test_numpy_integers_are_whole_numbers_to_the_api():
+    """A numpy integer (len of an array, a value read from a .npy) passes for an int: the same plan as the int's,
+    where the planner's `isinstance(x, int)` refused np.int64(1000) as "not an integer"."""
+    import numpy as np
+
+    given = tanplan.plan(np.int64(1000), np.int32(100), np.int64(100), sigma=1.0)
+    assert given.to_dict() == tanplan.plan(1000, 100, 100, sigma=1.0).to_dict()
+    assert type(given.plan.dataset_size) is int
+    with pytest.raises(tanplan.UsageError, match="dataset size 1000.5"):
+        tanplan.plan(1000.5, 100, 100, sigma=1.0)

@@ -234,6 +234,8 @@ class _Folder:
     def commit(self, meta: dict) -> Path:
         meta = {"format": FORMAT, "version": VERSION, **meta, "splits": dict(self.sizes)}
         (self.tmp / META).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        if self.out.is_dir():
+            self.out.rmdir()  # the user's empty --out (anything in it was refused before writing began)
         os.replace(self.tmp, self.out)
         return self.out
 
@@ -274,9 +276,7 @@ def _check_out(out) -> Path:
     out = Path(out).expanduser()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out {str(out)!r} is not allowed: it exists and is not an empty folder")
-    if out.exists():
-        out.rmdir()  # replaced atomically by the finished folder
-    return out
+    return out  # an empty one stays until the finished folder replaces it: a failed conversion leaves it as it was
 
 
 def convert_cifar10(batches_dir, out) -> Path:

@@ -172,3 +172,21 @@ def test_a_memmap_folder_trains_through_the_loop(tmp_path):
     assert summary["steps"] == 2 and summary["dataset_size"] == 10 and summary["test_accuracy"] is not None
     card = json.loads((tmp_path / "run" / "model" / "model.json").read_text())
     assert card["input_shape"] == [32, 32, 3] and card["num_classes"] == 10
+
+
+def test_a_failed_conversion_into_an_empty_folder_leaves_that_folder(tmp_path, capsys):
+    """--out may be an existing empty folder: a conversion that fails part-way (a broken test image, met after
+    the training images were written) leaves it as it was, empty, and nothing beside it; one that succeeds fills it."""
+    _image_folder(tmp_path / "images")
+    (tmp_path / "images" / "val" / "dog" / "0.png").write_bytes(b"not a png")
+    (tmp_path / "out").mkdir()
+    code, _, err = run_cli(capsys, "convert", "--from", "image-folder", str(tmp_path / "images"), "--out",
+                           str(tmp_path / "out"), "--image-size", "4")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "cannot read image" in err, err
+    assert (tmp_path / "out").is_dir() and not any((tmp_path / "out").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images", "out"]
+    (tmp_path / "images" / "val" / "dog" / "0.png").unlink()
+    code, _, err = run_cli(capsys, "convert", "--from", "image-folder", str(tmp_path / "images"), "--out",
+                           str(tmp_path / "out"), "--image-size", "4")
+    assert code == 0, err
+    assert memmap.read_meta(tmp_path / "out")["splits"] == {"train": 6, "test": 1}
