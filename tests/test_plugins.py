@@ -59,6 +59,7 @@ def test_a_plugged_in_model_and_memmap_source_train_from_the_cli_and_the_api(on_
 @pytest.mark.parametrize("model, says", [("make_batchnorm", "keeps the collection 'batch_stats'"),
                                          ("make_batch_centred", "changes when the other examples"),
                                          ("make_row_mixing", "changes when the other examples"),
+                                         ("make_far_mixing", "differ from those of each row applied alone"),
                                          ("make_narrow", "the data has 2 classes"),
                                          ("make_wide", "the data has 2 classes")])
 @pytest.mark.parametrize("grad_method", ["auto", "ghost"])

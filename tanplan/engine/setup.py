@@ -92,6 +92,12 @@ def prepare(cfg: Config) -> Prepared:
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
     params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
+    if is_import_path(cfg.model.name):  # at the run's own chunk shape: rows mixed at a distance are caught too
+        from tanplan.dp import sampling
+        from tanplan.models.plugins import check_rows_alone
+
+        rows = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size).chunk_size
+        check_rows_alone(model, params, dataset.input_shape, rows, cfg.model.name, seed=cfg.experiment.seed)
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
     from tanplan.engine import routes, sparsity
 
