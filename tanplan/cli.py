@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # an internal error: one line unless TANPLAN_DEBUG asks for the traceback
         if os.environ.get("TANPLAN_DEBUG"):
             raise
+        if "RESOURCE_EXHAUSTED" in str(err):  # the config asks for more memory than the device has: its input
+            print("tanplan: error: a step does not fit in the device's memory: lower train.physical_batch_size, "
+                  "data.aug_mult or the model's size (ledger.json counts any step dispatched)", file=sys.stderr)
+            return 2
         print(f"tanplan: internal error: {type(err).__name__}: {err} (set TANPLAN_DEBUG=1 for the traceback)",
               file=sys.stderr)
         return 1

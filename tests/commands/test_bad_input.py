@@ -425,3 +425,18 @@ def test_batches_that_do_not_fit_in_memory_are_refused_before_anything_is_writte
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "examples of shape 40×1 do not fit" in err and "B = 256" in err, err
     assert _tree(files["root"]) == before
+
+
+def test_a_step_that_does_not_fit_the_devices_memory_is_one_line_and_exit_2(monkeypatch, capsys):
+    """data.aug_mult = 100000 on mnist1d asks XLA for 655 GB: its RESOURCE_EXHAUSTED is the config's fault
+    (exit 2, one line naming what to lower), not an internal error (the run itself is faked here: it is the
+    mapping of the error that is tested)."""
+    from tanplan.commands import train
+
+    def exhausted(args):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 655770341728 bytes.")
+
+    monkeypatch.setattr(train, "run", exhausted)
+    assert cli.main(["train"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "data.aug_mult" in err and "internal error" not in err, err
