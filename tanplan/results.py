@@ -20,76 +20,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tanplan.outcomes.base import Result, optional, plain as _plain, plan_of as _plan, typed as _typed
 from tanplan.privacy.plan import Plan
-
-_OPTIONAL = {"omit_none": True}
-
-
-def optional(default=None, *, present_with: str | None = None):
-    """A field absent from the JSON when None (a key the stage writes only sometimes); with present_with,
-    one of a group of keys written together: absent exactly when that field is None (its own value may
-    be None)."""
-    return field(default=default, metadata={**_OPTIONAL, "present_with": present_with})
-
-
-class Result:
-    """Base of the typed results: generic to_dict / from_dict over the dataclass fields."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            anchor = f.metadata.get("present_with")
-            if (getattr(self, anchor) is None) if anchor else (value is None and f.metadata.get("omit_none")):
-                continue
-            out[f.name] = _plain(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
-        hints = typing.get_type_hints(cls)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"{cls.__name__} has no field {unknown[0]!r}")
-        return cls(**{k: _typed(hints[k], v) for k, v in data.items()})
-
-
-def _plain(value):
-    if isinstance(value, Plan):
-        return value.to_dict(("rdp",))
-    if hasattr(value, "to_dict"):  # a Result, or a typed result of a lower layer (RunSummary)
-        return value.to_dict()
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _typed(hint, value):
-    """value (from JSON) converted to the field type `hint`: Results and tuples of them; others as they are."""
-    if value is None:
-        return None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", ())):
-        inner = [a for a in args if a is not type(None)]
-        return _typed(inner[0], value) if len(inner) == 1 else value
-    if origin is tuple:
-        item = args[0] if args else Any
-        return tuple(_typed(item, v) for v in value)
-    if isinstance(hint, type) and issubclass(hint, Result):
-        return hint.from_dict(value)
-    if hint is Plan:
-        return _plan(value)
-    return value
-
-
-def _plan(data: Mapping) -> Plan:
-    return Plan(int(data["dataset_size"]), int(data["batch_size"]), int(data["steps"]), float(data["sigma"]),
-                float(data["delta"]), data.get("target_epsilon"), data.get("accountant", "pld"),
-                data.get("neighbouring", "add_remove"))
-
 
 # ----------------------------------------------------------------------------------------------------
 # Planning: plan, proxy, the frontier (JAX-free)

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "tanplan"
 RANKS = {
     "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0, "extras": 0, "provenance": 0, "plugins": 0,
     "config": 1,
-    "privacy": 2,
+    "privacy": 2, "outcomes": 2.5,  # the stages' typed results: above privacy/, below data/ and engine/
     "data": 3, "models": 3, "task": 3,
     "dp": 4,
     "engine": 5, "baselines": 5,
@@ -25,7 +25,7 @@ RANKS = {
     "commands": 8,
     "cli": 9, "__main__": 9, "__init__": 9,
 }
-JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.results")
+JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.results", "tanplan.outcomes")
 JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
 
 
