@@ -26,9 +26,9 @@ _EXPORTS = {
     "Plan": "tanplan.privacy.plan",
     # typed results
     "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
-    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
-    "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.results",
-    "AuditResult": "tanplan.workflow.audit",
+    "LaunchResult": "tanplan.outcomes.launch", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
+    "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.outcomes.pipeline",
+    "AuditResult": "tanplan.outcomes.audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",
     "sources": "tanplan.data.source", "Dataset": "tanplan.data.dataset", "load_dataset": "tanplan.data.load",

@@ -16,6 +16,7 @@ Importing this module imports no JAX: planning stays a base install.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import functools
 import inspect
 import numbers
@@ -28,8 +29,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tanplan.config import Config, load_config, with_tuned
 from tanplan.errors import UsageError
-from tanplan.results import (FitResult, FrontierResult, LaunchResult, OptimizeResult, PlanResult, Proxy, RunResult,
-                             SweepResult)
+from tanplan.outcomes.audit import AuditResult
+from tanplan.outcomes.launch import LaunchResult
+from tanplan.outcomes.pipeline import RunResult
+from tanplan.results import FitResult, FrontierResult, OptimizeResult, PlanResult, Proxy, SweepResult
 
 ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
@@ -263,10 +266,10 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
     its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
     writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
-    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
+    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume
 
     cfg = as_config(config, overrides)
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
     from tanplan.engine.loop import train_and_evaluate
@@ -287,10 +290,10 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     import json
 
     from tanplan.ray_session import check_address
-    from tanplan.workflow import fit
-    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
-    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning
-    from tanplan.workflow.launch import launch as launch_stage
+    from tanplan.workflow import fit  # lazy: JAX; importing the API imports none
+    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume  # lazy: JAX (the models)
+    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX
+    from tanplan.workflow.launch import launch as launch_stage  # lazy: JAX; importing the API imports none
 
     cfg = as_config(config, overrides)
     cfg = with_tuned(cfg, fit.load_best_overrides(best), f"--best {best}")
@@ -300,7 +303,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
         raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
                          "use --backend ray")
     check_address(address)  # malformed or unreachable: before any data is read
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
     record = trials = note = None
@@ -316,9 +319,16 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     result = launch_stage(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
                           gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
                           before_training=check)
-    if record is not None and result["accounting"]:
+    if record is not None and result.accounting:
         result = with_tuning(result, Path(out), record, trials)
-    return LaunchResult.from_dict({**result, "tuning_note": note})
+    return dataclasses.replace(result, summary=_run_summary(result.summary), tuning_note=note)
+
+
+def _run_summary(summary):
+    """The launch's RunSummary, whether the engine returned it typed or as its summary.json dict."""
+    from tanplan.engine.summary import RunSummary  # lazy: the engine's package imports JAX
+
+    return RunSummary.from_dict(summary) if isinstance(summary, Mapping) else summary
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -337,14 +347,14 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     values. Raises KeyboardInterrupt when interrupted (finished trials are kept: resume=True continues)."""
     from tanplan.fileio import write_json_atomic
     from tanplan.workflow import privacy_spent, tuning
-    from tanplan.workflow.inputs import check_config, check_out_dir, check_sweep_space
+    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_sweep_space
     from tanplan.workflow.sweep.search import check_address, check_proxy, prepare, run_sweep
     from tanplan.workflow.sweep.study import check_study_file
 
     if top_k is not None and top_k < 0:
         raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
     cfg = as_config(config, overrides)
-    check_config(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
+    check_inputs(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
     check_out_dir(out)
     check_address(address)
     check_study_file(Path(out), resume=resume)
@@ -387,7 +397,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     from tanplan.reports import fit as fit_report
     from tanplan.workflow import fit as fit_stage
     from tanplan.workflow import ladder, tuning
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.inputs import check_inputs, check_out_dir
 
     if vary not in ("batch", "steps", "data"):
         raise UsageError(f"vary {vary!r} is not allowed: use batch, steps or data")
@@ -398,7 +408,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     sizes = sizes if sizes == "auto" else list(sizes)
     seeds = seeds or section.seeds
     out = Path(out)
-    check_config(cfg)  # before any data is read
+    check_inputs(cfg)  # before any data is read
     check_out_dir(out)
     tuning.check(cfg)
     if vary == "batch" and sizes == "auto":
@@ -447,13 +457,14 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
 
 def _report_spent(result: dict, out: Path, tune, log) -> None:
     """privacy_spent.json of the fit's runs (into result), and one line saying what it is the cost to."""
-    from tanplan.workflow import privacy_spent
+    from tanplan.workflow import privacy_spent  # lazy: the workflow's package imports JAX
 
-    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    result["privacy_spent"] = spent.to_dict()  # the fit's JSON (fit.json's dict: tanplan.workflow.fit)
     result["tuning"] = tune.to_dict()
     whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
              else "the private training set")
-    log(f"ε of its {spent['runs']} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
+    log(f"ε of its {spent.runs} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
         f"({out / privacy_spent.FILE})")
 
 
@@ -469,17 +480,16 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     input is checked before any data is read, and the total ε the run will release on the private set before
     any training (BudgetExceeded above privacy.total_epsilon). resume: continue the run in out (same config
     and options); finished runs are kept."""
-    from tanplan.workflow.pipeline import run_pipeline
+    from tanplan.workflow.pipeline import run_pipeline  # lazy: JAX; importing the API imports none
 
     if tune_data not in (None, "public", "private"):
         raise UsageError(f"tune_data {tune_data!r} is not allowed: use public or private")
     cfg = as_config(config, overrides)
     if tune_data:
         cfg = cfg.with_overrides({"tuning.data": tune_data})
-    return RunResult.from_dict(run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
-                                            baseline_features=baseline_features, baseline_public=baseline_public,
-                                            proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway,
-                                            resume=resume))
+    return run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
+                        baseline_features=baseline_features, baseline_public=baseline_public,
+                        proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway, resume=resume)
 
 
 def _g(v) -> str:
@@ -515,19 +525,20 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
 @_typed
 def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
-          progress: bool = False, log: Callable[[str], None] = lambda line: None):
+          progress: bool = False, log: Callable[[str], None] = lambda line: None) -> AuditResult:
     """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries,
-    its ε bounded from below; an AuditResult (tanplan.workflow.audit). The caller decides what a violation
+    its ε bounded from below; an AuditResult (tanplan.outcomes.audit). The caller decides what a violation
     means (the command exits 5)."""
-    from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit, check_audit_out, run_audit
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX
+                                        check_audit_out, run_audit)
+    from tanplan.workflow.inputs import check_inputs, check_out_dir  # lazy: JAX (the models)
 
     cfg = as_config(config, overrides)
     if proxy_batch_size is not None:
         cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
     canaries = DEFAULT_CANARIES if canaries is None else canaries
     confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_audit(cfg, canaries, confidence)
     check_audit_out(out)

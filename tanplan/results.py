@@ -133,60 +133,11 @@ class FrontierResult(Result):
 
 
 # ----------------------------------------------------------------------------------------------------
-# One run: train, launch
+# One run: launch (tanplan.outcomes.launch), the whole run (tanplan.outcomes.pipeline), re-exported here
+# until this module goes.
 
-
-@dataclass(frozen=True, kw_only=True)
-class LaunchAccounting(Result):
-    """The launch's exact ε, checked against the budget before any step (tanplan.workflow.launch)."""
-
-    epsilon_rdp: float
-    epsilon_pld: float
-    epsilon_replace_one: float | None
-    accountant: str
-    neighbouring: str
-    epsilon: float
-    delta: float
-    sigma: float
-    snip_sigma: float | None
-    q: float
-    steps: int
-    batch_size: int
-    dataset_size: int
-
-
-def _summary_type():
-    from tanplan.engine.summary import RunSummary
-
-    return RunSummary
-
-
-@dataclass(frozen=True, kw_only=True)
-class LaunchResult(Result):
-    """`tanplan launch`: the run's summary (tanplan.engine.summary.RunSummary) and its accounting."""
-
-    summary: Any  # RunSummary (engine/: imported on use, the planner's results stay JAX-free)
-    accounting: LaunchAccounting | None
-    wall_seconds: float
-    tuning_note: str | None = None  # with best=: where the sweep's proxies trained, and what that means
-    # with best= of a sweep that recorded its tuning data: the total ε on the private set (privacy_spent.totals)
-    tuning_data: str | None = optional()
-    tuning: Mapping | None = optional(present_with="tuning_data")
-    epsilon_total_rdp: float | None = optional(present_with="tuning_data")
-    epsilon_total_pld: float | None = optional(present_with="tuning_data")
-    epsilon_total_replace_one: float | None = optional(present_with="tuning_data")
-    epsilon_total: float | None = optional(present_with="tuning_data")
-    epsilon_total_accountant: str | None = optional(present_with="tuning_data")
-    epsilon_total_note: str | None = optional(present_with="tuning_data")
-    epsilon_total_runs: int | None = optional(present_with="tuning_data")
-    guarantee: str | None = optional(present_with="tuning_data")
-    epsilon: float | None = optional()  # the guarantee: the total with private tuning data, else the launch's
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LaunchResult":
-        rest = {k: v for k, v in data.items() if k not in ("summary", "accounting")}
-        return cls(summary=_summary_type().from_dict(data["summary"]),
-                   accounting=LaunchAccounting.from_dict(data["accounting"]) if data["accounting"] else None, **rest)
+from tanplan.outcomes.launch import LaunchAccounting, LaunchResult  # noqa: E402,F401
+from tanplan.outcomes.pipeline import RunResult  # noqa: E402,F401
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -344,38 +295,3 @@ class FitResult(_Recorded):
     best: Mapping | None = None
     privacy_spent: Mapping | None = None
     tuning: Mapping | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunResult(_Recorded):
-    """`tanplan run` (its summary.json): whether the target was launched (or why not, and what to change),
-    the proxies' prediction and its interval against the launch's accuracy, the launch's exact ε and the
-    total ε on the private set (every release that touched it: the launch, and private-tuning proxies).
-
-    The launch's own summary is in the run folder's launch/summary.json (tanplan.RunSummary)."""
-
-    launched: bool
-    stopped_at: str | None = None
-    reason: str | None = None
-    what_to_change: str | None = None
-    predicted_accuracy: float | None = None
-    prediction_interval: tuple[float, ...] | None = None
-    actual_accuracy: float | None = None
-    actual_inside_interval: bool | None = None
-    law_holds: bool | None = None
-    verdict: str | None = None
-    epsilon: float | None = None  # the guarantee: the total on the private set when tuning was private, else the launch's
-    epsilon_rdp: float | None = None  # the launch's (so are epsilon_pld, epsilon_replace_one)
-    epsilon_pld: float | None = None
-    epsilon_replace_one: float | None = None
-    accountant: str | None = None
-    delta: float | None = None
-    sigma: float | None = None
-    batch_size: int | None = None
-    steps: int | None = None
-    tuning_data: str | None = None
-    epsilon_total: float | None = None  # every release on the private set composed
-    epsilon_total_accountant: str | None = None
-    guarantee: str | None = None
-    proxy_compute_fraction: float | None = None
-    wall_seconds: float | None = None

@@ -45,6 +45,12 @@ def markdown(results: list[dict], notes: list[str] = ()) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def run_section(results: list[dict], notes: list[str], epsilon: float, delta: float, source: str) -> str:
+    """The section of `tanplan run`'s report.md: the baselines at the launch's ε and δ."""
+    return (f"\n## Cheaper private methods at the same ε\nOn {source}, at ε = {epsilon:.4g}, δ = {delta:.2g} "
+            f"(full results: [baselines/baseline.md](baselines/baseline.md)).\n\n{markdown(results, notes)}")
+
+
 def text_table(results: list[dict]) -> str:
     header, rows = table_rows(results)
     widths = [max(len(x) for x in col) for col in zip(header, *rows)]

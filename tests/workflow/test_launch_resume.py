@@ -32,7 +32,7 @@ def _wait_for_checkpoint_beyond(out, step, proc, timeout=240):
 @pytest.mark.slow
 def test_killed_stopped_and_resumed_launch_equals_the_uninterrupted_one(tmp_path):
     reference = launch(load_config(ROOT / "experiments/mnist1d.toml", SEEDED), tmp_path / "ref", progress=False,
-                       allow_public_noise=True)["summary"]
+                       allow_public_noise=True).summary
     out = tmp_path / "run"
 
     proc = _start(out)  # SIGKILL: no handler runs; the last complete checkpoint must be usable
