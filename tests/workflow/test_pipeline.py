@@ -48,7 +48,7 @@ def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine)
     cfg = load_config("experiments/mnist1d.toml", SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=3"])
     features = _features(tmp_path, np.random.default_rng(0))
     summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None, baselines=True, baseline_features=str(features))
-    assert REQUIRED <= set(summary)
+    assert REQUIRED <= set(summary.to_dict())
     # Only fit runs here (the fake sweep ran no trial): 3 × (16 + 32) examples per step against one target's 512.
     assert summary.proxy_compute_fraction == pytest.approx(3 * (16 + 32) / 512)
     assert summary.proxy_compute.fit == summary.proxy_compute_fraction and summary.launched

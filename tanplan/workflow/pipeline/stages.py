@@ -90,14 +90,18 @@ def sweep_stage(spec, proxy_batch_size: int, out: Path, progress: Progress,
     return dict(best.get("overrides", {})), [run] * trained
 
 
-def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> tuple[dict | None, dict, list]:
-    """(the ladder's result or None, the fit result, the runs of the law): the ladder with fit.batch_sizes =
-    "auto", else the fit on the explicit sizes."""
+def law_stage(cfg: Config, out: Path, progress: Progress,
+              test_sizes) -> tuple[dict | None, dict, list[tuple[int, int]]]:
+    """(the ladder's result or None, the fit result, the (B', S) of every run of the law): the ladder with
+    fit.batch_sizes = "auto", else the fit on the explicit sizes."""
     if cfg.fit.batch_sizes != "auto":
-        fit_result = fit_stage(cfg, out, progress, test_sizes)
-        return None, fit_result, fit_result["points"]
-    ladder = ladder_stage(cfg, out, progress, test_sizes)
-    return ladder, ladder_fit_result(ladder, out), [p for p in ladder["points"] if p.get("source") == "ladder"]
+        ladder, fit_result = None, fit_stage(cfg, out, progress, test_sizes)
+        points = fit_result["points"]
+    else:
+        ladder = ladder_stage(cfg, out, progress, test_sizes)
+        fit_result = ladder_fit_result(ladder, out)
+        points = [p for p in ladder["points"] if p.get("source") == "ladder"]
+    return ladder, fit_result, [(p["batch_size"], p["steps"]) for p in points]
 
 
 def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> dict:
