@@ -18,8 +18,9 @@ import numpy as np
 
 from tanplan.baselines import METHODS, PUBLIC_METHODS, accounting
 from tanplan.baselines import first_order, least_squares, newton, prototypes
-from tanplan.baselines.data import (FeatureSet, accuracy, balanced_accuracy, imbalanced,
-                                    minority_accuracy)
+from tanplan.baselines.data import (FeatureSet, accuracy, balanced_accuracy, imbalanced, load_features,
+                                    load_public, minority_accuracy)
+from tanplan.baselines.features import demo_features, demo_spec
 from tanplan.errors import UsageError
 
 
@@ -223,11 +224,7 @@ def baseline_rows(epsilon: float | list[float], delta: float, features=None, pub
     user's private mnist1d draw: the demo must neither train its encoder on it nor spend ε on it).
     Rows are BaselineResult.to_dict() records.
     """
-    from tanplan.baselines.data import load_features, load_public
-
     if features is None:
-        from tanplan.baselines.features import demo_features, demo_spec
-
         features, public = demo_features(demo_spec(avoid_seeds))
     data = load_features(features)
     public_x = load_public(public, data.width) if public is not None else None

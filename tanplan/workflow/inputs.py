@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tanplan import task
 from tanplan.config import Config
-from tanplan.data import available_augmentations, dataset_kind
+from tanplan.data import dataset_kind
 from tanplan.data.cifar10 import resolve_dir
 from tanplan.data.memmap import read_meta
 from tanplan.errors import UsageError
@@ -30,7 +30,8 @@ def check_inputs(cfg: Config) -> None:
     public synthetic batch of the data's input shape (tanplan.engine.setup.build_model), which needs the
     data's metadata: a plugged-in loader or a memmap folder reads none of its rows for it, a built-in
     dataset is loaded."""
-    from tanplan.models import MODELS, create_model  # lazy: JAX; the commands' parsers import this module
+    from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
+    from tanplan.models import MODELS, create_model  # lazy: JAX (as above)
 
     d, m = cfg.data, cfg.model
     task.from_config(cfg)  # the [task] import paths
@@ -106,7 +107,8 @@ def check_resume(out: str | os.PathLike | None, resume: bool) -> None:
 
 def check_sweep_space(cfg: Config) -> None:
     """[sweep.space] (or the default space of the dataset's kind), every value a trial could take."""
-    from tanplan.models import available_models  # lazy: JAX; the commands' parsers import this module
+    from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
+    from tanplan.models import available_models  # lazy: JAX (as above)
 
     kind = dataset_kind(cfg.data.dataset, cfg.data.path or None, cfg.data.options)
     parse_space(cfg.sweep.space or default_space(kind), cfg, augmentations=available_augmentations(kind),
