@@ -289,9 +289,9 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     local device) or "ray" (num_workers processes through Ray Train)."""
     import json
 
-    from tanplan.ray_session import check_address
+    from tanplan.ray_session import check_address  # lazy: `import tanplan` (the planner) loads no stage's module
     from tanplan.workflow import fit  # lazy: JAX; importing the API imports none
-    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume  # lazy: JAX (the models)
+    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume  # lazy: the planner loads no stage
     from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX
     from tanplan.workflow.launch import launch as launch_stage  # lazy: JAX; importing the API imports none
 
@@ -531,7 +531,7 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     means (the command exits 5)."""
     from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX
                                         check_audit_out, run_audit)
-    from tanplan.workflow.inputs import check_inputs, check_out_dir  # lazy: JAX (the models)
+    from tanplan.workflow.inputs import check_inputs, check_out_dir  # lazy: the planner loads no stage
 
     cfg = as_config(config, overrides)
     if proxy_batch_size is not None:

@@ -169,7 +169,8 @@ def for_config(cfg: Config, private=None) -> Tuning:
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train
-        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n)
+        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n,
+                      proxy_data=private)
     return resolve(cfg, run.plan, private=private)
 
 
