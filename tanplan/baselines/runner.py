@@ -214,15 +214,14 @@ def with_overrides(name: str, **changes) -> Any:
 
 
 
-def baseline_rows(epsilon: float | list[float], delta: float, features=None, public=None, methods="all",
-                  imbalance_ratio: float = 1.0, seed: int | None = None, repeats: int = 1,
-                  accountant: str = "analytic", avoid_seeds=()) -> tuple[list[dict], list[str]]:
-    """(rows, notes) for files on disk: the entry point of a `tanplan run` baseline stage.
+def baselines_on_files(epsilon: float | list[float], delta: float, features=None, public=None, methods="all",
+                       imbalance_ratio: float = 1.0, seed: int | None = None, repeats: int = 1,
+                       accountant: str = "analytic", avoid_seeds=()) -> tuple[list[BaselineResult], list[str]]:
+    """(results, notes) for files on disk: the entry point of a `tanplan run` baseline stage.
 
     features/public are .npz paths; features=None uses the cached demo features (and their public set)
     built by tanplan.baselines.features, from mnist1d draws whose seeds are none of `avoid_seeds` (the
     user's private mnist1d draw: the demo must neither train its encoder on it nor spend ε on it).
-    Rows are BaselineResult.to_dict() records.
     """
     if features is None:
         features, public = demo_features(demo_spec(avoid_seeds))
@@ -231,5 +230,4 @@ def baseline_rows(epsilon: float | list[float], delta: float, features=None, pub
     names = select_methods(methods)
     warm_imports(names)
     eps_list = list(epsilon) if isinstance(epsilon, (list, tuple)) else [float(epsilon)]
-    results, notes = run_baselines(names, data, eps_list, delta, public_x, imbalance_ratio, seed, repeats, accountant)
-    return [r.to_dict() for r in results], notes
+    return run_baselines(names, data, eps_list, delta, public_x, imbalance_ratio, seed, repeats, accountant)

@@ -70,11 +70,11 @@ def run(args) -> int:
                        repeats=args.repeats, seed=args.seed, make_features=args.make_features, out=args.out)
     if ran is None:  # only the demo features were asked for
         return 0
-    rows, notes = ran
+    results, notes = ran
     if args.json:
-        print_json(rows)
+        print_json([r.to_dict() for r in results])
     else:
-        print(text_table(rows))
+        print(text_table(results))
         for note in notes:
             print(f"note: {note}")
     return 0

@@ -19,9 +19,9 @@ class TuningRecord(Result):
 
     tuning_data: str  # "public" | "private"
     source: str  # in words
-    private_size: int | None  # N
-    tuning_size: int | None  # N_pub, or N when private
-    sizes_differ: bool | None
+    private_size: int | None = None  # N (None: a record that does not say, e.g. recomputed from a sweep's runs)
+    tuning_size: int | None = None  # N_pub, or N when private
+    sizes_differ: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

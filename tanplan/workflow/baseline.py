@@ -52,8 +52,8 @@ def run_baseline(*, method: str = "all", epsilons: Sequence[float] | None, featu
                  public: str | None = None, delta: float | None = None, imbalance_ratio: float = 1.0,
                  accountant: str = "analytic", repeats: int = 1, seed: int | None = None,
                  make_features: str | None = None, out: str | None = None,
-                 log: Callable[[str], None] = _stderr) -> tuple[list[dict], list[str]] | None:
-    """(one row per method and ε, the notes), or None when only the demo features were asked for
+                 log: Callable[[str], None] = _stderr) -> tuple[list[runner.BaselineResult], list[str]] | None:
+    """(one result per method and ε, the notes), or None when only the demo features were asked for
     (make_features without epsilons). Progress, warnings and the files written go to `log`."""
     methods = check_baseline_inputs(method, epsilons, features, public, out, make_features)
     if make_features:
@@ -83,11 +83,10 @@ def run_baseline(*, method: str = "all", epsilons: Sequence[float] | None, featu
     runner.warm_imports(methods)
     results, notes = runner.run_baselines(methods, data, epsilons, delta, public_set, imbalance_ratio, seed, repeats,
                                           accountant, progress=progress)
-    rows = [r.to_dict() for r in results]
     for note in notes:
         log(f"tanplan: note: {note}")
     if out:
         title = f"Baselines on {features} (imbalance ratio {imbalance_ratio:g}, δ = {delta:.1e})"
-        for path in write_outputs(out, rows, notes, title):
+        for path in write_outputs(out, results, notes, title):
             log(f"tanplan: wrote {path}")
-    return rows, notes
+    return results, notes
