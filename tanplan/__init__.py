@@ -33,7 +33,7 @@ _EXPORTS = {
     "Plan": "tanplan.privacy.plan",
     # typed results
     "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
-    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
+    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.outcomes.run_summary",
     "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.results",
     "AuditResult": "tanplan.workflow.audit",
     # data: sources larger than memory, plug-ins

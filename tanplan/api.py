@@ -269,11 +269,10 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     check_config(cfg)
     check_out_dir(out)
     check_resume(out, resume)
-    from tanplan.engine.loop import train_and_evaluate
-    from tanplan.engine.summary import RunSummary
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; `import tanplan` and the planner stay JAX-free
 
-    return RunSummary.from_dict(train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume,
-                                                   progress=progress, writers=writers))
+    return train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume, progress=progress,
+                              writers=writers)
 
 
 @_typed

@@ -156,14 +156,14 @@ class LaunchAccounting(Result):
 
 
 def _summary_type():
-    from tanplan.engine.summary import RunSummary
+    from tanplan.outcomes.run_summary import RunSummary
 
     return RunSummary
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchResult(Result):
-    """`tanplan launch`: the run's summary (tanplan.engine.summary.RunSummary) and its accounting."""
+    """`tanplan launch`: the run's summary (tanplan.outcomes.run_summary.RunSummary) and its accounting."""
 
     summary: Any  # RunSummary (engine/: imported on use, the planner's results stay JAX-free)
     accounting: LaunchAccounting | None
