@@ -272,11 +272,10 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
-    from tanplan.engine.loop import train_and_evaluate
-    from tanplan.engine.summary import RunSummary
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; `import tanplan` and the planner stay JAX-free
 
-    return RunSummary.from_dict(train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume,
-                                                   progress=progress, writers=writers))
+    return train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume, progress=progress,
+                              writers=writers)
 
 
 @_typed
@@ -321,14 +320,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
                           before_training=check)
     if record is not None and result.accounting:
         result = with_tuning(result, Path(out), record, trials)
-    return dataclasses.replace(result, summary=_run_summary(result.summary), tuning_note=note)
-
-
-def _run_summary(summary):
-    """The launch's RunSummary, whether the engine returned it typed or as its summary.json dict."""
-    from tanplan.engine.summary import RunSummary  # lazy: the engine's package imports JAX
-
-    return RunSummary.from_dict(summary) if isinstance(summary, Mapping) else summary
+    return dataclasses.replace(result, tuning_note=note)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 from tanplan.outcomes.base import Result, optional
 from tanplan.outcomes.privacy_spent import TuningRecord
+from tanplan.outcomes.run_summary import RunSummary
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +36,7 @@ class LaunchResult(Result):
     a sweep that recorded its tuning data, the total ε on the private set (privacy_spent.totals) and
     `epsilon`, the guarantee for the private examples. launch.json is `record()`: every key but the note."""
 
-    summary: Any  # the RunSummary the engine returned, as it returned it
+    summary: RunSummary  # the launch's run (its summary.json)
     accounting: LaunchAccounting | None
     wall_seconds: float
     tuning_note: str | None = None  # with best=: where the sweep's proxies trained, and what that means

@@ -8,6 +8,7 @@ import time
 from tanplan.outcomes.launch import LaunchAccounting, LaunchResult
 from tanplan.outcomes.pipeline import ProxyCompute, RunResult, SweepChoice
 from tanplan.outcomes.privacy_spent import PlannedTotal, Spent, Totals, TuningRecord
+from tanplan.outcomes.run_summary import Layout, RunSummary
 from tanplan.privacy.plan import Plan
 from tanplan.workflow.pipeline.summary import run_result
 
@@ -33,6 +34,13 @@ PLANNED = PlannedTotal(epsilon_total_planned=2.7, epsilon_total_planned_accounta
 ACCOUNTING = LaunchAccounting(epsilon_rdp=1.2, epsilon_pld=1.0, epsilon_replace_one=1.1, accountant="pld",
                               neighbouring="add_remove", epsilon=1.0, delta=1e-5, sigma=1.5, snip_sigma=None, q=0.1,
                               steps=50, batch_size=100, dataset_size=1000)
+RUN = RunSummary(  # the launch's own summary (the engine's), as the fakes build it
+    test_accuracy=0.82, test_loss=None, epsilon_rdp=1.2, epsilon_pld=1.0, epsilon_replace_one=1.1,
+    neighbouring="add_remove", delta=1e-5, accountant="pld", private=True, noise_secret=True, dataset_size=1000,
+    batch_size=100, steps=50, planned_steps=50, sigma=1.5, snip_sigma=None, clip_norm=1.0, target=None,
+    grad_method="fake", layout=Layout(chunks=1, chunk_size=100), backend="local", devices=1, processes=1,
+    resumed_from_step=0, steps_this_run=50, wall_seconds=0.0, train_seconds=0.0, samples_per_second=None,
+    params_checksum="", evaluated_at_step=50)
 FIT = {"law_holds": True, "verdict": "the law holds", "predicted_accuracy": 0.8, "prediction_interval": [0.75, 0.85],
        "model": "knee", "std_parts": {"law": 0.01}}
 LADDER = {"found": True, "reason": "narrow", "spent_fraction": 0.2, "budget_fraction": 0.3, "seeds": 2, "window": [16, 64],
@@ -40,7 +48,7 @@ LADDER = {"found": True, "reason": "narrow", "spent_fraction": 0.2, "budget_frac
 
 
 def _launched(**kw) -> RunResult:
-    launch = LaunchResult(summary={"test_accuracy": 0.82}, accounting=ACCOUNTING, wall_seconds=3.0)
+    launch = LaunchResult(summary=RUN, accounting=ACCOUNTING, wall_seconds=3.0)
     compute = ProxyCompute.of(PLAN.batch_size * PLAN.steps, [(16, 50)] * 2, [(16, 50), (32, 50)], ladder=True)
     choice = SweepChoice(overrides={"train.learning_rate": 2.5}, mean_accuracy=0.7, std_accuracy=0.01, reruns=3,
                          search_accuracy=0.71, flags=[])
@@ -75,11 +83,11 @@ def test_keys_written_only_sometimes_are_absent_exactly_then():
 
 
 def test_launch_json_is_the_result_without_the_note_and_the_totals_come_together():
-    plain = LaunchResult(summary={"test_accuracy": 0.8}, accounting=ACCOUNTING, wall_seconds=1.0, tuning_note="n")
+    plain = LaunchResult(summary=RUN, accounting=ACCOUNTING, wall_seconds=1.0, tuning_note="n")
     assert list(plain.record()) == ["summary", "accounting", "wall_seconds"]
     assert list(plain.to_dict()) == ["summary", "accounting", "wall_seconds", "tuning_note"]
     totals = {k: getattr(TOTALS, k) for k in TOTALS.__dataclass_fields__}
-    tuned = LaunchResult(summary={}, accounting=ACCOUNTING, wall_seconds=1.0, **totals, epsilon=TOTALS.epsilon_total)
+    tuned = LaunchResult(summary=RUN, accounting=ACCOUNTING, wall_seconds=1.0, **totals, epsilon=TOTALS.epsilon_total)
     assert list(tuned.record()) == ["summary", "accounting", "wall_seconds", *TOTALS.to_dict(), "epsilon"]
     assert LaunchResult.from_dict(json.loads(json.dumps(tuned.to_dict()))) == tuned
 

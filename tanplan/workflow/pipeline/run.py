@@ -68,7 +68,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
             return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder)
 
         launched = launch_stage(best_cfg, plan, out, progress)
-        actual = float(launched.summary["test_accuracy"])
+        actual = float(launched.summary.test_accuracy)
         if fit_result.get("model") is not None:
             figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
         rows, section = None, ""
