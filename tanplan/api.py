@@ -489,7 +489,7 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
     constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
     made the config, for the launch commands the report writes."""
     from tanplan.workflow import fit  # lazy: a training stage (the engine, JAX); the planner imports this module
-    from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: the training stage (JAX); the planner imports this module
+    from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: as fit, a training stage
 
     cfg = as_config(config, overrides)
     cfg = cfg.with_overrides(fit.load_best_overrides(best))

@@ -67,7 +67,8 @@ def figure_frontier(result: OptimizeResult, path: Path) -> Path:
         ax.plot(s, [r.predicted_accuracy for r in rows], ":", color="C0", label="extrapolated (not recommended)")
         for inside, style, name in ((True, "x", "proxy runs (B' = max(B/savings, floor))"),
                                     (False, "+", "proxy runs left out of the law")):
-            runs = [(r.steps, a) for r in rows for a in r.runs if (law.range.low <= r.steps <= law.range.high) == inside]
+            runs = [(r.steps, a) for r in rows if (law.range.low <= r.steps <= law.range.high) == inside
+                    for a in r.runs]
             if runs:
                 ax.plot([x for x, _ in runs], [y for _, y in runs], style, color="C7" if inside else "C3", label=name)
         for row, style, name in ((result.recommendation, "o", "recommended"), (result.runner_up, "s", "runner-up")):

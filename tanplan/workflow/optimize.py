@@ -295,9 +295,10 @@ class Simulation:
         opt = self.cfg.optimize
         rows = []
         for c in sorted(candidates, key=lambda c: c.steps):
-            hyper, b_proxy = rescaled(self.cfg, c.steps, opt.rescale), proxy_batch_size(c, opt.savings,
-                                                                                       opt.min_proxy_batch_size)
-            runs, diverged, simulated = tuple(self.runs.get(c.steps, ())), self.diverged.get(c.steps), c.steps in self.simulated
+            hyper = rescaled(self.cfg, c.steps, opt.rescale)
+            b_proxy = proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size)
+            runs, diverged = tuple(self.runs.get(c.steps, ())), self.diverged.get(c.steps)
+            simulated = c.steps in self.simulated
             mean, low, high = law.predict(c.steps, opt.level)
             inside = span.low <= c.steps <= span.high
             rows.append(FrontierRow(
