@@ -488,8 +488,8 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
     """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by
     constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
     made the config, for the launch commands the report writes."""
-    from tanplan.workflow import fit  # lazy: a training stage (the engine, JAX); the planner imports this module
-    from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: as fit, a training stage
+    from tanplan.workflow import fit  # lazy: a training stage; the planner (a base install) imports this module
+    from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: the training stage (engine, launch)
 
     cfg = as_config(config, overrides)
     cfg = cfg.with_overrides(fit.load_best_overrides(best))
