@@ -19,7 +19,7 @@ SECONDS_PER_HOUR = 3600
 
 def measure_throughput(model: str) -> float:
     """DP-SGD samples per second of one device for `model` (tanplan.engine.bench.bench_model)."""
-    from tanplan.engine.bench import bench_model  # lazy: JAX; the planner imports this module
+    from tanplan.engine.bench import bench_model  # lazy: the engine (train extra); the planner imports this module
 
     return float(bench_model(model).dp_samples_per_second)
 
