@@ -32,8 +32,9 @@ _EXPORTS = {
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
     "Plan": "tanplan.privacy.plan",
     # typed results
-    "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
-    "LaunchResult": "tanplan.outcomes.launch", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.outcomes.run_summary",
+    "PlanResult": "tanplan.outcomes.planning", "Proxy": "tanplan.outcomes.planning",
+    "FrontierResult": "tanplan.outcomes.planning",
+    "LaunchResult": "tanplan.outcomes.launch", "OptimizeResult": "tanplan.outcomes.optimize", "RunSummary": "tanplan.outcomes.run_summary",
     "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.outcomes.pipeline",
     "AuditResult": "tanplan.outcomes.audit",
     # data: sources larger than memory, plug-ins

@@ -5,6 +5,8 @@ written or printed, `from_dict()` only where a file is read back. Imports only p
 
     base           the Result base: generic to_dict / from_dict, optional fields
     fields         a result's fields as keyword arguments (a wider result carrying a narrower one's keys)
+    planning       plan, proxy and the budget frontier (its candidates: tanplan.privacy.frontier's)
+    optimize       `tanplan optimize`: the simulated frontier, the law in ln S, the recommendation, its launch
     launch         the launch's accounting and result (launch.json)
     pipeline       `tanplan run`'s summary.json (RunResult) and run.json (RunRecord)
     privacy_spent  privacy_spent.json (Spent), the total on the private set (Totals), its planned bound, the
