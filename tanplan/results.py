@@ -20,7 +20,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from tanplan.outcomes.base import Result, optional, plain as _plain, typed as _typed
+from tanplan.outcomes.base import Result, plain as _plain, typed as _typed
 # The planner's and optimize's results live in tanplan.outcomes (re-exported here until this module goes).
 from tanplan.outcomes.optimize import Comparison, FrontierRow, LaunchOutcome, OptimizeResult  # noqa: F401
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy, Throughput  # noqa: F401
