@@ -27,7 +27,7 @@ _EXPORTS = {
     # typed results
     "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
     "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.engine.summary",
-    "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.results",
+    "SweepResult": "tanplan.outcomes.sweep", "FitResult": "tanplan.outcomes.fit", "RunResult": "tanplan.results",
     "AuditResult": "tanplan.workflow.audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from tanplan.outcomes.base import Result, optional, plain as _plain, plan_of as _plan, typed as _typed
+from tanplan.outcomes.fit import FitResult  # noqa: F401  (moved; re-exported until results.py goes)
+from tanplan.outcomes.sweep import SweepResult  # noqa: F401  (moved; re-exported until results.py goes)
 from tanplan.privacy.plan import Plan
 
 # ----------------------------------------------------------------------------------------------------
@@ -291,8 +293,9 @@ class OptimizeResult(Result):
 
 
 # ----------------------------------------------------------------------------------------------------
-# The stages: sweep, fit, run. Their JSON is wide and grows with the stages, so each result keeps it
-# whole (`record`: to_dict() returns it unchanged) and types the figures a caller acts on.
+# The stages: run (sweep and fit: tanplan.outcomes.sweep, .fit). Its JSON is wide and grows with the
+# stage, so the result keeps it whole (`record`: to_dict() returns it unchanged) and types the figures a
+# caller acts on.
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,41 +312,6 @@ class _Recorded(Result):
         hints = typing.get_type_hints(cls)
         typed = {f.name: _typed(hints[f.name], data.get(f.name)) for f in dataclasses.fields(cls) if f.name != "record"}
         return cls(record=dict(data), **typed)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepResult(_Recorded):
-    """`tanplan sweep` (best.json): the best proxy configuration found, and what its runs cost.
-
-    best: {"trial", "params", "search_accuracy", "mean_accuracy", "std_accuracy", "reruns", ...} or None
-    when no trial finished; privacy_spent: every trial's and re-run's releases composed (the cost to the
-    tuning data: public by default, `tuning`)."""
-
-    best: Mapping | None
-    trials: Mapping
-    privacy_spent: Mapping
-    tuning: Mapping
-
-    @property
-    def best_params(self) -> Mapping | None:
-        """The hyper-parameters of the best configuration (what `launch --best` trains)."""
-        return self.best["params"] if self.best else None
-
-
-@dataclass(frozen=True, kw_only=True)
-class FitResult(_Recorded):
-    """`tanplan fit`: the batch scaling law and its prediction for the target (predicted_accuracy,
-    prediction_interval, law_holds, verdict), or with vary="steps"/"data" the members of the privacy-
-    parameter search or the dataset-size study (members, best); privacy_spent: what its runs cost."""
-
-    predicted_accuracy: float | None = None
-    prediction_interval: tuple[float, ...] | None = None
-    law_holds: bool | None = None
-    verdict: str | None = None
-    members: tuple[Mapping, ...] | None = None
-    best: Mapping | None = None
-    privacy_spent: Mapping | None = None
-    tuning: Mapping | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
