@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from tanplan.config import MAX_STEPS, Config, config_to_toml
 from tanplan.data.dataset import with_train_examples
-from tanplan.engine.loop import train_and_evaluate
+from tanplan.engine import loop
 from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
@@ -30,7 +30,7 @@ from tanplan.workflow.batch_law import forms_of, predict, verdict
 
 
 def _default_train_fn():
-    return train_and_evaluate  # tests put a fake engine here
+    return loop.train_and_evaluate  # read when called: a test may put a fake engine there
 
 
 def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,

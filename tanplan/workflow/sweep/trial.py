@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tanplan.config import config_from_dict
-from tanplan.engine.loop import train_and_evaluate
+from tanplan.engine import loop
 from tanplan.errors import TrainingDiverged
 from tanplan.workflow.sweep.space import Dimension, overrides
 from tanplan.workflow.sweep.study import DIVERGED, ERROR, FINISHED, METRIC, SweepSpec, TrialJob
@@ -26,7 +26,7 @@ def run_trial(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[D
     job = job if isinstance(job, TrialJob) else TrialJob.of(job)
     report = report or (lambda metrics: None)
     if train_fn is None:
-        train_fn = train_and_evaluate
+        train_fn = loop.train_and_evaluate  # read when called: a test may put a fake engine there
         _share_compilations(Path(trials_dir).parent / "jax_cache")
     start = time.perf_counter()
     cfg = config_from_dict(base).with_overrides({**overrides(dims, job.params), "experiment.seed": int(job.seed)})
