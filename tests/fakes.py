@@ -101,13 +101,15 @@ def failing_train(error: Exception, evaluations=()):
     return train_fn
 
 
-def fake_sweep_result(spec, params: dict, *, search_accuracy: float | None = 0.8):
+def fake_sweep_result(spec, params: dict, *, overrides: dict | None = None, search_accuracy: float | None = 0.8):
     """What search.run_sweep returns (tanplan.outcomes.sweep.SweepResult) for a stand-in sweep whose every
-    trial finished and whose best is trial 0 with these params (none re-ran)."""
+    trial finished and whose best is trial 0 with these params (none re-ran); overrides: its config keys
+    (default: the params' keys in the config)."""
     from tanplan.outcomes.sweep import RankedConfig, SweepFiles, SweepResult, SweepSeconds, TrialCounts
-    from tanplan.workflow.sweep.space import overrides
+    from tanplan.workflow.sweep import space
 
-    best = RankedConfig(trial=0, params=params, overrides=overrides(spec.dims, params), search_accuracy=search_accuracy,
+    keys = space.overrides(spec.dims, params) if overrides is None else overrides
+    best = RankedConfig(trial=0, params=params, overrides=keys, search_accuracy=search_accuracy,
                         seed=spec.seed, mean_accuracy=None, std_accuracy=None, accuracies=(), min_accuracy=None,
                         max_accuracy=None, reruns=0, failed_reruns=0, flags=())
     return SweepResult(best=best, ranked_by="search accuracy", ranking=(best,), target=spec.target, proxy=spec.proxy,
