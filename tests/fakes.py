@@ -3,7 +3,7 @@ stages (fit, launch, pipeline, sweep) run in milliseconds, with accuracies from 
 
 - fake_train(law, noise): accuracy a law of the batch size (the batch scaling law of fit and pipeline);
 - fake_sweep_train(...): accuracy a law of the searched hyper-parameters, with the evaluations and the
-  summary keys a sweep trial reads; failing_train(error): a run that diverges or crashes. Ray workers cannot import this module (tests/ is not on their path):
+  summary a sweep trial reads; failing_train(error): a run that diverges or crashes. Ray workers cannot import this module (tests/ is not on their path):
   call `ray.cloudpickle.register_pickle_by_value(fakes)` first, so that its functions travel by value.
 """
 
@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 
 import numpy as np
+
+from tanplan.outcomes.run_summary import Layout, RunSummary
 
 SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
 
@@ -42,18 +44,16 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
     return train_fn
 
 
-def _summary(run, ledger, accuracy: float) -> dict:
-    """A whole summary.json of the run (tanplan.engine.summary.RunSummary), as the engine returns it."""
-    from tanplan.engine.summary import RunSummary
-
+def _summary(run, ledger, accuracy: float):
+    """The whole RunSummary of the run (tanplan.outcomes.run_summary), as the engine returns it."""
     return RunSummary(
         test_accuracy=accuracy, test_loss=None, epsilon_rdp=ledger.epsilon("rdp"), epsilon_pld=None,
         epsilon_replace_one=None, neighbouring=run.neighbouring, delta=run.delta, accountant=run.accountant,
         private=run.private, noise_secret=True, dataset_size=run.dataset_size, batch_size=run.batch_size,
         steps=run.steps, planned_steps=run.steps, sigma=run.sigma, snip_sigma=run.snip_sigma or None,
-        clip_norm=run.clip_norm, target=None, grad_method="fake", layout={}, backend="local", devices=1, processes=1,
-        resumed_from_step=0, steps_this_run=run.steps, wall_seconds=0.0, train_seconds=0.0, samples_per_second=None,
-        params_checksum="", evaluated_at_step=run.steps).to_dict()
+        clip_norm=run.clip_norm, target=None, grad_method="fake", layout=Layout(chunks=1, chunk_size=run.batch_size),
+        backend="local", devices=1, processes=1, resumed_from_step=0, steps_this_run=run.steps, wall_seconds=0.0,
+        train_seconds=0.0, samples_per_second=None, params_checksum="", evaluated_at_step=run.steps)
 
 
 def _ledger(run):
@@ -70,11 +70,14 @@ def _ledger(run):
 def fake_sweep_train(*, momentum_cost: float = 0.0, seed_effect: float = 0.0, calls=None):
     """A train_fn whose accuracy peaks at learning rate 4: 0.9 − 0.05·(log2 lr − 2)² − momentum_cost·momentum
     + seed_effect·(seed mod 5). It evaluates every train.eval_every steps through on_eval (accuracy rising
-    linearly to the final one) and returns the summary keys a sweep trial reads. When `calls` names a
-    file, each call appends its experiment seed there (a Ray worker's calls are seen by the test)."""
+    linearly to the final one) and returns a RunSummary with the figures a sweep trial reads. Every call's
+    experiment seed is kept in train_fn.seeds; when `calls` names a file, each call appends it there too (a
+    Ray worker's calls are seen by the test)."""
+    seeds = []
 
     def train_fn(cfg, workdir, *, progress=True, on_eval=None, resume=False):
         t, seed = cfg.train, cfg.experiment.seed
+        seeds.append(seed)
         if calls is not None:
             with open(calls, "a") as f:
                 f.write(f"{seed}\n")
@@ -82,9 +85,17 @@ def fake_sweep_train(*, momentum_cost: float = 0.0, seed_effect: float = 0.0, ca
         for step in range(t.eval_every, t.steps + 1, t.eval_every):
             if on_eval is not None:
                 on_eval(step, {"test_accuracy": acc * step / t.steps, "loss": np.float32(1.5), "epsilon_spent": None})
-        return {"test_accuracy": acc, "wall_seconds": 0.5, "steps": t.steps, "params_checksum": "ab",
-                "seed_seen": seed, "sigma": cfg.privacy.sigma, "batch_size": t.proxy_batch_size}
+        return RunSummary(
+            test_accuracy=acc, test_loss=None, epsilon_rdp=None, epsilon_pld=None, epsilon_replace_one=None,
+            neighbouring=cfg.privacy.neighbouring, delta=cfg.privacy.delta or None, accountant=cfg.privacy.accountant,
+            private=cfg.privacy.private, noise_secret=True, dataset_size=cfg.data.num_samples,
+            batch_size=t.proxy_batch_size, steps=t.steps, planned_steps=t.steps, sigma=cfg.privacy.sigma,
+            snip_sigma=None, clip_norm=cfg.privacy.clip_norm, target=None, grad_method="fake",
+            layout=Layout(chunks=1, chunk_size=t.proxy_batch_size), backend="local", devices=1, processes=1,
+            resumed_from_step=0, steps_this_run=t.steps, wall_seconds=0.5, train_seconds=0.5,
+            samples_per_second=None, params_checksum="ab", evaluated_at_step=t.steps)
 
+    train_fn.seeds = seeds
     return train_fn
 
 

@@ -200,10 +200,10 @@ def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, 
 
 
 def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(tmp_path, monkeypatch):
-    """identity() (what a run's secret is bound to, tanplan.engine.run_folder) names each plug-in's import
+    """run_identity() (what a run's secret is bound to, tanplan.engine.run_identity) names each plug-in's import
     path and a digest of its module's file: an edited plug-in under the same path is another run. A source
     larger than memory is identified by what it declares, without a read."""
-    from tanplan.engine.run_folder import identity
+    from tanplan.engine.run_identity import run_identity
     from tanplan.engine.setup import load_data
     from tanplan.plugins import resolve
     from tanplan.privacy.mechanism import resolve_plan
@@ -220,13 +220,13 @@ def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(t
     from idpkg.data import OPENED
 
     reads = [len(s.reads) for s in OPENED if s.split == "train"]
-    before = identity(cfg, plan, data, params)
+    before = run_identity(cfg, plan, data, params)
     assert [len(s.reads) for s in OPENED if s.split == "train"] == reads == [0]  # no training row read
     assert before["plugin.model.name"].startswith("idpkg.nets:make_model@")
     assert {"plugin.data.dataset", "plugin.task.loss"} <= set(before) and "plugin.task.metric" not in before
     nets = tmp_path / "pkg" / "idpkg" / "nets.py"
     nets.write_text(nets.read_text() + "\n# edited\n")
-    after = identity(cfg, plan, data, params)
+    after = run_identity(cfg, plan, data, params)
     assert {k for k in before if before[k] != after[k]} == {"plugin.model.name"}
     for name in [m for m in sys.modules if m == "idpkg" or m.startswith("idpkg.")]:
         del sys.modules[name]

@@ -23,33 +23,32 @@ def run(args) -> int:
 
     cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
     # names, paths, plug-ins, the folder and --resume are checked before the data is loaded or generated
-    summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet).to_dict()
+    summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet)
     if args.json:
-        print_json(summary)
+        print_json(summary.to_dict())
         return 0
     fmt = lambda v, f="{:.4g}": "-" if v is None else f.format(v)  # noqa: E731
     rows = [
-        ("test accuracy", fmt(summary["test_accuracy"], "{:.4f}")),
-        ("epsilon of record", f"{fmt(summary.get('epsilon'), '{:.4g}')} ({summary.get('epsilon_accountant') or '-'}, "
-                              f"{RELATION.get(summary.get('epsilon_neighbouring'), '-')})"),
-        ("epsilon (rdp / pld)", f"{fmt(summary['epsilon_rdp'], '{:.3f}')} / {fmt(summary['epsilon_pld'], '{:.3f}')} "
-                                f"(add/remove-one; {summary['accountant']} of record)"),
-        ("epsilon, replace-one (pld)", fmt(summary["epsilon_replace_one"], "{:.3f}")),
-        ("delta", fmt(summary["delta"])),
-        ("batch size, steps, sigma", f"{summary['batch_size']}, {summary['steps']}, {fmt(summary['sigma'])}"),
-        ("wall time", f"{summary['wall_seconds']:.1f} s"),
-        ("samples/s", fmt(summary["samples_per_second"], "{:.0f}")),
-        ("params checksum", summary["params_checksum"]),
+        ("test accuracy", fmt(summary.test_accuracy, "{:.4f}")),
+        ("epsilon of record", f"{fmt(summary.epsilon, '{:.4g}')} ({summary.epsilon_accountant or '-'}, "
+                              f"{RELATION.get(summary.epsilon_neighbouring, '-')})"),
+        ("epsilon (rdp / pld)", f"{fmt(summary.epsilon_rdp, '{:.3f}')} / {fmt(summary.epsilon_pld, '{:.3f}')} "
+                                f"(add/remove-one; {summary.accountant} of record)"),
+        ("epsilon, replace-one (pld)", fmt(summary.epsilon_replace_one, "{:.3f}")),
+        ("delta", fmt(summary.delta)),
+        ("batch size, steps, sigma", f"{summary.batch_size}, {summary.steps}, {fmt(summary.sigma)}"),
+        ("wall time", f"{summary.wall_seconds:.1f} s"),
+        ("samples/s", fmt(summary.samples_per_second, "{:.0f}")),
+        ("params checksum", summary.params_checksum),
     ]
-    target = summary.get("target")
+    target = summary.target
     if target:  # a proxy's own ε is no guarantee for anything: show what it stands for
-        rows.insert(2, ("proxy for target B, σ, ε", f"{target['batch_size']}, {fmt(target['sigma'])}, "
-                                                    f"{fmt(target.get('eps_rdp') or target.get('target_epsilon'))}"))
-    if "test_accuracy_augtest" in summary:
-        rows.insert(1, ("test accuracy (AugTest)", fmt(summary["test_accuracy_augtest"], "{:.4f}")))
-    if not summary["noise_secret"]:
+        rows.insert(2, ("proxy for target B, σ, ε", f"{target.batch_size}, {fmt(target.sigma)}, "
+                                                    f"{fmt(target.epsilon('rdp', 'add_remove') or target.target_epsilon)}"))
+    rows.insert(1, ("test accuracy (AugTest)", fmt(summary.test_accuracy_augtest, "{:.4f}")))
+    if not summary.noise_secret:
         rows.append(("noise", "reproducible from privacy.noise_seed: NOT private"))
     if args.out:
         rows.append(("written to", f"{args.out} (checkpoint/ is private: it holds the run's secret)"))
-    print_table(rows, title=f"tanplan train: {cfg.experiment.name}" + ("" if summary["private"] else " (non-private)"))
+    print_table(rows, title=f"tanplan train: {cfg.experiment.name}" + ("" if summary.private else " (non-private)"))
     return 0

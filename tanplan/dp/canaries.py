@@ -27,9 +27,18 @@ with canaries says so in its summary and model card: its outputs are not private
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from tanplan.dp import noise, sampling
+from tanplan.dp.mechanism import Mechanism
+from tanplan.dp.secret import CANARY, CANARY_BATCH, SHADOW
+from tanplan.dp import step as dp_step
 
 OBSERVATION = "canary_observation"  # the step's metric that carries what the auditor reads of the canaries
 MAX_COORDINATES = 1 << 15  # at most this many coordinates carry canaries (the step gathers them)
@@ -90,9 +99,6 @@ def step_draws(secret, step: int, count: int, num_examples: int, q: float) -> tu
     """(chosen, shadow) of one step, from the run's secret: chosen (M,) bool, the canaries that the run's own
     Poisson sampler (tanplan.dp.sampling, rate q) puts in this step (held-out ones are then left out by the
     step); shadow, the indices of a second Poisson batch of the training set, the auditor's (see `observe`)."""
-    from tanplan.dp import sampling
-    from tanplan.dp.secret import CANARY_BATCH, SHADOW
-
     chosen = np.zeros(count, dtype=bool)
     chosen[sampling.poisson_batch(count, q, secret.batch_rng(CANARY_BATCH, step))] = True
     return chosen, sampling.poisson_batch(num_examples, q, secret.batch_rng(SHADOW, step))
@@ -100,9 +106,6 @@ def step_draws(secret, step: int, count: int, num_examples: int, q: float) -> tu
 
 def insert(grad_sum, inputs: dict, design: CanaryDesign):
     """grad_sum + Σ_{j held in and chosen} C·u_j: the clipped sum of a batch that also holds the step's canaries."""
-    import jax.numpy as jnp
-    from jax.flatten_util import ravel_pytree
-
     flat, unravel = ravel_pytree(grad_sum)
     joined = inputs["chosen"] & inputs["held_in"]
     added = jnp.where(joined[:, None], inputs["weight"] * design.clip_norm, 0.0).astype(flat.dtype)
@@ -119,8 +122,72 @@ def observe(noisy_sum, shadow_sum, inputs: dict, design: CanaryDesign):
     (the parameters) and of the training set, which the adversary of DP may know, drawn independently of
     the coins: a valid score (tanplan.workflow.audit).
     """
-    from jax.flatten_util import ravel_pytree
-
     noisy, _ = ravel_pytree(noisy_sum)
     shadow, _ = ravel_pytree(shadow_sum)
     return ((noisy - shadow)[inputs["index"]] * inputs["weight"]).sum(axis=1) / design.clip_norm
+
+
+def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: CanaryDesign):
+    """(params, batch, noise_key, aug_key, inputs) -> (noisy sum, stats): tanplan.dp.step.make_noisy_grad_sum
+    with the step's canaries joining the clipped sum BEFORE the noise (`insert`: each held-in canary is an
+    added example of clipped gradient C·u_j, so the sum keeps sensitivity C per example and the noise
+    N(0, noise_std²) covers canaries and data alike). stats[OBSERVATION] is what the auditor reads (`observe`):
+    the noisy sum minus the clipped sum of its shadow batch (inputs["shadow"], keyed by its own indices)."""
+
+    def noisy_sum(params, batch, noise_key, aug_key, inputs):
+        grads, loss_sum, acc_sum, count = dp_step.accumulate(grad_sum, params, batch, dp_step.example_keys(batch, aug_key))
+        grads = insert(grads, inputs, design)
+        if noise_std > 0:
+            grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
+        n = jnp.maximum(count, 1.0)
+        shadow_batch = inputs["shadow"]  # the auditor's: the same clipped sum on a second Poisson batch
+        shadow, *_ = dp_step.accumulate(grad_sum, params, shadow_batch, dp_step.example_keys(shadow_batch, aug_key))
+        return grads, {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count,
+                       OBSERVATION: observe(grads, shadow, inputs, design)}
+
+    return noisy_sum
+
+
+@dataclass(frozen=True)
+class Audited:
+    """A run's mechanism with M gradient canaries wrapped around it (the privacy audit only): the same
+    batches, noise, events and relation (`mechanism`), the canaries' secret draw (`arrays`) and the step's
+    extra draws. Its `noisy_sum` replaces the mechanism's in the step; the loop asks it for each step's
+    inputs (`step_inputs`) and hands it each step's observation (`keep`), and the auditor reads `record()`."""
+
+    mechanism: Mechanism
+    design: CanaryDesign
+    arrays: CanaryArrays
+    observed: list = field(default_factory=list, compare=False)  # one device array per step, read at the end
+
+    def noisy_sum(self) -> Callable:
+        return audited_noisy_sum(self.mechanism.clipped_sum, self.mechanism.noise_std, self.design)
+
+    def draws(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(chosen, shadow) of step t (`step_draws`), from the run's secret at the run's rate q."""
+        m = self.mechanism
+        return step_draws(m.secret, t, self.design.count, m.plan.dataset_size, m.q)
+
+    def keep(self, metrics: dict) -> dict:
+        """metrics without the step's observation, which is kept here (never published)."""
+        self.observed.append(metrics.pop(OBSERVATION))
+        return metrics
+
+    def record(self) -> CanaryRecord:
+        """What the auditor reads once the run is over: the design, the secret draw and the (S, M) observations."""
+        return CanaryRecord(self.design, self.arrays, np.stack([_host(o) for o in self.observed]))
+
+
+def wrap(mechanism: Mechanism, count: int, params) -> Audited:
+    """`count` canaries of norm C (the mechanism's sensitivity) around the mechanism, drawn from its secret
+    (stream CANARY) over the coordinates of params. ValueError for a non-private or masked mechanism."""
+    if mechanism.sensitivity is None or mechanism.clipped_sum is None:
+        raise ValueError("gradient canaries need a private run's dense clipped sum (not the masked step of pruning)")
+    num_params = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
+    design = design_for(count, num_params, mechanism.sensitivity)
+    return Audited(mechanism, design, draw(design, num_params, mechanism.secret.batch_rng(CANARY, 0)))
+
+
+def _host(x) -> np.ndarray:
+    """This process's copy of a replicated observation (one spread over processes holds it locally too)."""
+    return np.asarray(x if getattr(x, "is_fully_addressable", True) else x.addressable_data(0))

@@ -27,8 +27,6 @@ import jax.numpy as jnp
 import optax
 
 from tanplan.dp import augmult, noise, optim
-from tanplan.dp import canaries as canary_lib
-from tanplan.dp.canaries import CanaryDesign
 
 
 @flax.struct.dataclass
@@ -73,38 +71,28 @@ def accumulate(grad_sum: Callable, params, batch: dict, keys: jax.Array):
     return total
 
 
-def make_noisy_grad_sum(grad_sum: Callable, noise_std: float, canaries: "CanaryDesign | None" = None):
-    """(params, batch, noise_key, aug_key[, canary_inputs]) -> (Σ clipped gradients + N(0, noise_std²), stats).
+def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
+    """(params, batch, noise_key, aug_key) -> (Σ clipped gradients + N(0, noise_std²), stats).
 
     With grad_sum clipping to C and noise_std = σ·C, this is the Gaussian mechanism with multiplier σ on
     a sum of sensitivity C: the privatised sum. noise_std = 0 gives the bare sum (non-private mode).
     The noise is drawn from noise_key alone. aug_key only draws the augmentation views: row r's from
     fold_in(aug_key, batch["index"][r]), its example's dataset index, so adding or removing one example
     leaves every other example's views, hence its clipped gradient, unchanged (the bound C needs that).
-    canaries (the privacy audit only, tanplan.dp.canaries): the step's canaries join the clipped sum before
-    the noise, and stats[canaries.OBSERVATION] is what the auditor reads of them: the noisy sum minus the
-    clipped sum of its shadow batch (canary_inputs["shadow"], keyed by its own indices), projected on each
-    canary.
+    (The privacy audit's canaries join the sum before the noise by their own wrapper: tanplan.dp.canaries.)
     """
 
-    def noisy_sum(params, batch, noise_key, aug_key, canary_inputs=None):
-        grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, _keys(batch, aug_key))
-        if canaries is not None:
-            grads = canary_lib.insert(grads, canary_inputs, canaries)
+    def noisy_sum(params, batch, noise_key, aug_key):
+        grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, example_keys(batch, aug_key))
         if noise_std > 0:
             grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
         n = jnp.maximum(count, 1.0)
-        stats = {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count}
-        if canaries is not None:  # the auditor's shadow batch: the same clipped sum on a second Poisson batch
-            shadow_batch = canary_inputs["shadow"]
-            shadow, *_ = accumulate(grad_sum, params, shadow_batch, _keys(shadow_batch, aug_key))
-            stats[canary_lib.OBSERVATION] = canary_lib.observe(grads, shadow, canary_inputs, canaries)
-        return grads, stats
+        return grads, {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count}
 
     return noisy_sum
 
 
-def _keys(batch: dict, aug_key: jax.Array) -> jax.Array:
+def example_keys(batch: dict, aug_key: jax.Array) -> jax.Array:
     """Each row's augmentation key, from its dataset index (batch["index"]); never from its position."""
     if "index" not in batch:
         raise ValueError("a DP-SGD batch needs 'index' (each row's index in the training set) beside x, y and "
@@ -113,13 +101,21 @@ def _keys(batch: dict, aug_key: jax.Array) -> jax.Array:
 
 
 def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation, *, noise_std: float,
-                    expected_batch_size: float, ema_decay: float = 0.0, canaries: "CanaryDesign | None" = None):
-    """step(state, batch, noise_key, aug_key[, canary_inputs]) -> (state, metrics): noisy sum / B, update,
-    EMA. canaries: the audit's (make_noisy_grad_sum); metrics then carry their observation."""
-    noisy_sum = make_noisy_grad_sum(grad_sum, noise_std, canaries)
+                    expected_batch_size: float, ema_decay: float = 0.0):
+    """step(state, batch, noise_key, aug_key) -> (state, metrics): noisy sum (make_noisy_grad_sum) / B,
+    update, EMA."""
+    return train_step(make_noisy_grad_sum(grad_sum, noise_std), optimizer, expected_batch_size=expected_batch_size,
+                      ema_decay=ema_decay)
 
-    def step(state: TrainState, batch: dict, noise_key: jax.Array, aug_key: jax.Array, canary_inputs=None):
-        grads, metrics = noisy_sum(state.params, batch, noise_key, aug_key, canary_inputs)
+
+def train_step(noisy_sum: Callable, optimizer: optax.GradientTransformation, *, expected_batch_size: float,
+               ema_decay: float = 0.0):
+    """step(state, batch, noise_key, aug_key, *extra) -> (state, metrics) around a privatised sum
+    noisy_sum(params, batch, noise_key, aug_key, *extra) -> (sum, stats): divided by the fixed B, then the
+    update and the EMA (post-processing). extra: the audit's canary inputs (tanplan.dp.canaries.audited_noisy_sum)."""
+
+    def step(state: TrainState, batch: dict, noise_key: jax.Array, aug_key: jax.Array, *extra):
+        grads, metrics = noisy_sum(state.params, batch, noise_key, aug_key, *extra)
         grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
         return apply_update(state, grads, optimizer, ema_decay, metrics)
 

@@ -15,13 +15,25 @@ run stops with WorkerLost and `tanplan launch --resume` continues it.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
 
-from tanplan.errors import UsageError, WorkerLost
-from tanplan.runtime import CPU_FLAG
+import jax
 
+from tanplan.config import config_from_dict
+from tanplan.dp import secret
+from tanplan.engine import setup
+from tanplan.engine.checkpoint import Checkpoints
+from tanplan.engine.loop import train_and_evaluate
+from tanplan.engine.run_identity import run_identity
+from tanplan.errors import UsageError, WorkerLost
+from tanplan.fileio import exclusive
+from tanplan.outcomes.run_summary import RunSummary
+from tanplan.plugins import worker_env
+from tanplan.ray_session import start_ray, stop_ray
+from tanplan.runtime import CPU_FLAG
 
 
 def _free_port() -> int:
@@ -31,19 +43,14 @@ def _free_port() -> int:
 
 
 def _train_loop_per_worker(config: dict) -> None:
-    import ray.train
+    import ray.train  # third-party, imported where Ray runs it: in the worker
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     cpu = config["gpus_per_worker"] == 0
-    import jax
-
     if cpu:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(config["coordinator"], num_processes=world, process_id=rank)
-    from tanplan.config import config_from_dict
-    from tanplan.engine.loop import train_and_evaluate
-
     try:
         # Always resume: the driver checked that a fresh launch has no checkpoint, and a group that
         # Ray restarts after losing a worker must continue from the last checkpoint. Every worker reads
@@ -56,17 +63,13 @@ def _train_loop_per_worker(config: dict) -> None:
 
 
 def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
-                  resume: bool = False, progress: bool = True, max_failures: int = 1) -> dict:
-    """Run THE loop on num_workers Ray workers; the summary of worker 0.
+                  resume: bool = False, progress: bool = True, max_failures: int = 1) -> RunSummary:
+    """Run THE loop on num_workers Ray workers; the RunSummary worker 0 wrote (summary.json, read back).
 
     The driver holds out/.tanplan.lock for the whole run and creates the run's secret (in the private
     checkpoint folder) before any worker starts: every worker reads that one secret, so the replicated
     noise and the Poisson batches are the same in every process.
     """
-    from tanplan.dp import secret
-    from tanplan.engine.checkpoint import Checkpoints
-    from tanplan.fileio import exclusive
-
     out = Path(out).absolute()
     with exclusive(out, "launch"):
         ckpt = Checkpoints(out / "checkpoint")
@@ -75,34 +78,25 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
         if latest is not None and not resume:
             raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
                              f"continue it, or choose a new --out")
-        from tanplan.engine import setup
-        from tanplan.engine.run_folder import identity
-
         prepared = setup.prepare(cfg)  # the run's identity: the secret is bound to it, as in a local run
         secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
-                       identity=identity(cfg, prepared.plan, prepared.dataset, prepared.params))
+                       identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params))
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
 
 
 def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
-         max_failures: int) -> dict:
+         max_failures: int) -> RunSummary:
     """JaxTrainer over num_workers workers, each running _train_loop_per_worker."""
-    import json
-
-    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is imported: third-party, after it
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.jax import JaxTrainer
 
     cpu = gpus_per_worker == 0
-    from tanplan.plugins import worker_env
-
     env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", ""),
            **worker_env(cfg)}  # the workers import the config's plug-ins (model, data, task) themselves
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"
-    from tanplan.ray_session import start_ray, stop_ray
-
     # Local: loopback only, no dashboard, a private session folder removed at the end; an --address is
     # checked (malformed or unreachable: one line, exit 2) before Ray tries it. None: a Ray already running.
     started_here = start_ray(address, num_cpus=max(num_workers, 2), log_to_driver=progress,
@@ -125,4 +119,4 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
                              f"the last checkpoint in {str(out / 'checkpoint')!r} is kept: continue with --resume") from None
     finally:
         stop_ray(started_here)
-    return json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return RunSummary.from_dict(json.loads((out / "summary.json").read_text(encoding="utf-8")))

@@ -13,17 +13,23 @@
                          process). Whoever reads it can replay the noise: never publish it.
     out/.tanplan.lock    held while a process trains into out
 
-workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only.
+workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only. What a
+resume must match, and what the secret is bound to: tanplan.engine.run_identity.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import shutil
 import sys
 from pathlib import Path
 
 from tanplan.config import Config, config_to_toml
+from tanplan.dp import secret as run_secret
+from tanplan.engine.checkpoint import Checkpoints
+from tanplan.engine.release import FOLDER as MODEL_FOLDER
+from tanplan.engine.release import write_model
+from tanplan.engine.run_identity import differences
 from tanplan.errors import UsageError
 from tanplan.fileio import exclusive, write_json_atomic, write_text_atomic
 
@@ -53,8 +59,6 @@ class RunFolder:
             self._lock = exclusive(self.out, "run")
             self._lock.__enter__()
         try:
-            from tanplan.engine.checkpoint import Checkpoints
-
             self.checkpoints = Checkpoints(self.out / CHECKPOINT)
             latest = self.checkpoints.latest_step()
             if latest is not None and not self.resume:
@@ -82,8 +86,6 @@ class RunFolder:
         self._discard = self.out is not None and self.primary and not self.resume
 
     def _remove_new_entries(self) -> None:
-        import shutil
-
         before = self._before or set()
         for path in self.out.iterdir():
             if path.name not in before:
@@ -97,10 +99,8 @@ class RunFolder:
 
     def secret(self, noise_seed: int, identity: dict | None = None, *, create: bool = True):
         """The run's secret, bound to its identity: reused only by a resume of the same run
-        (tanplan.dp.secret.for_run)."""
-        from tanplan.dp import secret
-
-        return secret.for_run(self.private_dir, noise_seed, identity=identity, resume=self.resume, create=create)
+        (tanplan.dp.secret.for_run; identity: tanplan.engine.run_identity.run_identity)."""
+        return run_secret.for_run(self.private_dir, noise_seed, identity=identity, resume=self.resume, create=create)
 
     def restore(self, template, fingerprint: dict, log=print):
         """(state, meta) of the newest intact checkpoint, or None; UsageError if its config differs."""
@@ -154,17 +154,16 @@ class RunFolder:
         if self.out is not None and self.primary:
             write_json_atomic(self.out / "ledger.json", ledger.to_dict(with_pld=with_pld))
 
-    def write_summary(self, summary: dict) -> None:
+    def write_summary(self, summary) -> None:
+        """summary.json: the RunSummary's JSON (tanplan.outcomes.run_summary)."""
         if self.out is not None and self.primary:
-            write_json_atomic(self.out / "summary.json", summary)
+            write_json_atomic(self.out / "summary.json", summary.to_dict())
 
     def write_model(self, params, card: dict) -> str | None:
         if self.out is None or not self.primary:
             return None
-        from tanplan.engine.release import FOLDER, write_model
-
         write_model(self.out, params, card)
-        return FOLDER
+        return MODEL_FOLDER
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -178,105 +177,3 @@ def read_metrics(path: Path) -> list[dict]:
         if isinstance(record, dict) and isinstance(record.get("step"), int):
             records.append(record)
     return records
-
-
-def fingerprint(cfg: Config, plan) -> dict:
-    """What must not change between a checkpoint and its resumption for the resume to be exact."""
-    relevant = {k: v for k, v in cfg.to_dict().items() if k in ("experiment", "data", "model", "privacy", "train",
-                                                                  "pruning")}
-    if cfg.task != type(cfg.task)():  # a plugged-in loss or metric (absent by default: older checkpoints resume)
-        relevant["task"] = cfg.to_dict()["task"]
-    for section in ("data", "model"):
-        if not relevant[section].get("options"):
-            relevant[section].pop("options", None)
-    for k in ("eval_every", "eval_batch_size", "checkpoint_every", "physical_batch_size"):
-        relevant["train"].pop(k, None)  # bookkeeping only: may change on resume
-    relevant["experiment"].pop("name", None)
-    return {"config": relevant, "q": plan.q, "sigma": plan.sigma, "delta": plan.delta,
-            "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
-
-
-def identity(cfg: Config, plan, dataset, params) -> dict:
-    """What a run's noise protects, as flat {key: value}: every config key its batches, noise and updates
-    depend on (`fingerprint`, which holds the plug-ins' import paths and options), the plan's numbers, the
-    identity of its training data (`training_set`), the code of each plug-in it computes with (`plugins`)
-    and its parameters' structure. The run's secret is bound to it (tanplan.dp.secret)."""
-    import hashlib
-
-    fp = fingerprint(cfg, plan)
-    flat = {f"{section}.{key}": value for section, values in fp["config"].items() for key, value in values.items()}
-    flat.update({f"plan.{key}": value for key, value in fp.items() if key != "config"})
-    flat["data.training_set"] = training_set(dataset)
-    flat.update(plugins(cfg))
-    flat["model.parameter_structure"] = hashlib.blake2b(repr(structure(params)).encode(), digest_size=16).hexdigest()
-    return flat
-
-
-def training_set(dataset) -> str:
-    """A digest identifying the training rows: of every row of an in-memory dataset; of what a source
-    declares about itself without being read (its type, N, input shape, classes and `fingerprint`: a
-    memmap's file path, size and time) for sources larger than memory, which are never read whole."""
-    import hashlib
-
-    import numpy as np
-
-    digest = hashlib.blake2b(digest_size=16)
-    if getattr(dataset, "in_memory", True):
-        for array in (dataset.x_train, dataset.y_train):
-            array = np.ascontiguousarray(array)
-            digest.update(f"{array.dtype}{array.shape}".encode())
-            digest.update(array.reshape(-1).view(np.uint8))  # the same bytes as tobytes(), without a copy
-    else:
-        train = dataset.train
-        kind = f"{type(train).__module__}.{type(train).__qualname__}"
-        digest.update(repr((kind, len(train), tuple(dataset.input_shape), dataset.num_classes,
-                            getattr(dataset, "fingerprint", ""))).encode())
-    return digest.hexdigest()
-
-
-PLUGIN_SETTINGS = ("data.dataset", "model.name", "task.loss", "task.metric")
-
-
-def plugins(cfg: Config) -> dict:
-    """{"plugin.<setting>": digest} of the source file of each plug-in module the run computes with (its
-    loader, model and [task] functions; tracking writers compute nothing): a plug-in edited under the same
-    import path is another run. A module with no file is identified by its import path alone."""
-    import hashlib
-    import importlib
-
-    from tanplan.plugins import is_import_path
-
-    found = {}
-    for setting in PLUGIN_SETTINGS:
-        section, key = setting.split(".")
-        path = getattr(getattr(cfg, section), key)
-        if not is_import_path(path):
-            continue
-        module = importlib.import_module(path.partition(":")[0])  # imported already, by prepare()
-        origin = getattr(module, "__file__", None)
-        try:
-            code = Path(origin).read_bytes() if origin else b""
-        except OSError:
-            code = b""
-        found[f"plugin.{setting}"] = f"{path}@{hashlib.blake2b(code, digest_size=16).hexdigest() if code else '?'}"
-    return found
-
-
-def structure(params) -> tuple:
-    """Every parameter's path, shape and dtype."""
-    import jax
-
-    return tuple((jax.tree_util.keystr(path), tuple(leaf.shape), str(leaf.dtype))
-                 for path, leaf in jax.tree_util.tree_leaves_with_path(params))
-
-
-def differences(saved: dict, wanted: dict, prefix: str = "") -> list[str]:
-    keys = sorted(set(saved) | set(wanted))
-    diffs = []
-    for k in keys:
-        a, b = saved.get(k), wanted.get(k)
-        if isinstance(a, dict) and isinstance(b, dict):
-            diffs += differences(a, b, f"{prefix}{k}.")
-        elif a != b and not (isinstance(a, float) and isinstance(b, float) and math.isclose(a, b, rel_tol=1e-12)):
-            diffs.append(f"{prefix}{k} ({a!r} -> {b!r})")
-    return diffs

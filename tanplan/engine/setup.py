@@ -1,24 +1,37 @@
 """The parts of a run built from its Config: the dataset, the flax model, the augmentation by name;
 `prepare`, which loads and checks them without the run's secret (nothing is written), and `build`, which
-assembles them with the secret, the gradient route and the jitted step into a `Run`."""
+builds the run's mechanism (tanplan.dp.mechanism: route, clipped sum, batches, noise) from its plan and
+secret, wraps the audit's canaries around it when asked, and jits the step into a `Run`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from tanplan import task as tasks
 from tanplan.config import Config
+from tanplan.data import load_dataset, make_augmentation
+from tanplan.data.dataset import with_train_examples
+from tanplan.dp import canaries as canary_lib
+from tanplan.dp import mechanism as dp_mechanism
+from tanplan.dp import optim, pruning, sampling, sharding
+from tanplan.dp import step as dp_step
+from tanplan.engine import evaluation, routes, sparsity
+from tanplan.engine.memory import check_batches_fit
+from tanplan.engine.route_notes import route_line
+from tanplan.models import create_model
+from tanplan.models.plugins import check_per_example, check_rows_alone
+from tanplan.outcomes.run_summary import Pruning
 from tanplan.plugins import is_import_path
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 
 def load_data(cfg: Config):
     """The Dataset of cfg.data (tanplan.data), cut to data.train_examples when that is set."""
-    from tanplan.data import load_dataset
-    from tanplan.data.dataset import with_train_examples
-
     d = cfg.data
     return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
                                             options=d.options), d.train_examples)
@@ -29,18 +42,12 @@ def build_model(cfg: Config, num_classes: int, input_shape=None):
     public synthetic batch of input_shape before it is returned: it must keep no batch statistics and
     give each example an output of its own (tanplan.models.plugins.check_per_example), and its [task]
     functions one scalar per example (tanplan.task.check); UsageError (one line) otherwise."""
-    from tanplan.models import create_model
-
     m = cfg.model
     model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)
     if input_shape is not None and is_import_path(m.name):
-        from tanplan.models.plugins import check_per_example
-
         check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed, num_classes=num_classes)
     if input_shape is not None:
-        from tanplan import task
-
-        task.check(task.from_config(cfg), num_classes)
+        tasks.check(tasks.from_config(cfg), num_classes)
     return model
 
 
@@ -48,8 +55,6 @@ def build_augmentation(cfg: Config, dataset):
     """The per-example augmentation fn(key, x) of cfg.data, or None for the identity."""
     if cfg.data.augmentation == "none":
         return None
-    from tanplan.data import make_augmentation
-
     return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
 
 
@@ -78,29 +83,18 @@ class Prepared:
 
 def prepare(cfg: Config) -> Prepared:
     """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed)."""
-    import jax
-
-    from tanplan import task
-
     dataset = load_data(cfg)
-    task.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
+    tasks.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
-    from tanplan.engine.memory import check_batches_fit
-
     check_batches_fit(cfg, plan, dataset)  # large rows of a memmap or a source: refused before anything is written
     model = build_model(cfg, dataset.num_classes, dataset.input_shape)  # a plug-in is checked here, on public inputs
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
     params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
     if is_import_path(cfg.model.name):  # at the run's own chunk shape: rows mixed at a distance are caught too
-        from tanplan.dp import sampling
-        from tanplan.models.plugins import check_rows_alone
-
         rows = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size).chunk_size
         check_rows_alone(model, params, dataset.input_shape, rows, cfg.model.name, seed=cfg.experiment.seed)
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
-    from tanplan.engine import routes, sparsity
-
     if not sparsity.enabled(cfg):  # the per-layer route's numeric self-check, before anything is written
         routes.check(cfg, logits_fn, params, public_example(dataset.input_shape))
     return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key)
@@ -117,78 +111,81 @@ class Run:
     logits_fn: Callable
     augment: Callable | None
     params: Any  # the initial parameters (public: from experiment.seed), pruned if asked
-    route: str  # the gradient route: ghost | vmap | plain
+    mechanism: dp_mechanism.Mechanism  # batches, clipped sum, noise, events, relation (tanplan.dp.mechanism)
     optimizer: Any
-    step: Callable  # jitted (state, batch, roots) -> (state, metrics); roots: replicated key data
+    step: Callable  # jitted (state, batch, roots[, audit]) -> (state, metrics); roots: replicated key data
     eval_batch: Callable
     roots: dict  # {"noise", "augment": secret key data; "public": public key data}, host numpy
     test_key: Any  # public: AugTest's views (of the test set, which no guarantee covers)
     mesh: Any  # every device of every process: the 'data' axis of the batch
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
-    pruning: dict | None = None
-    canaries: tuple | None = None  # (CanaryDesign, CanaryArrays) of an audited run (tanplan.dp.canaries)
+    pruning: Pruning | None = None  # what the summary says of the pruning and dropping
+    audited: canary_lib.Audited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
     route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
 
+    @property
+    def route(self) -> str:
+        """The gradient route: ghost | vmap | plain."""
+        return self.mechanism.route
+
 
 def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0) -> Run:
-    """The run of cfg (`prepare`d, unless given) with its secret: the gradient route and the jitted step.
+    """The run of cfg (`prepare`d, unless given) with its secret: its mechanism and the jitted step.
 
     Randomness: experiment.seed (public) draws the initial weights, AugTest's views of the test set and
     random gradient dropping; the run's secret draws the noise, the training examples' augmentation views
     (stream AUGMENT: example i's at step t from fold_in(fold_in(root, t), i), i its dataset index, never its
-    position in the batch) and, through the loop, the Poisson batches. The jitted step derives step t's
-    keys inside by fold_in(root, state.step): keys are functions of (secret, step, index) only, so a
-    restored state continues with the identical views and noise.
+    position in the batch) and the Poisson batches (Mechanism.batch, which the loop reads). The jitted step
+    derives step t's keys inside by fold_in(root, state.step): keys are functions of (secret, step, index)
+    only, so a restored state continues with the identical views and noise.
     Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
     detects divergence from them, never from the noiseless loss of the private batch.
-    canaries > 0 (the privacy audit only, tanplan.workflow.audit): the step adds that many gradient canaries
-    (tanplan.dp.canaries, drawn from the secret) to its clipped sum before the noise; Run.canaries holds them.
+    canaries > 0 (the privacy audit only, tanplan.workflow.audit): that many gradient canaries wrap the
+    mechanism (tanplan.dp.canaries.wrap, drawn from the secret), joining its clipped sum before the noise.
     """
-    import jax
-    import jax.numpy as jnp
-
-    from tanplan import task as tasks
-    from tanplan.dp import optim, sharding
-    from tanplan.dp import step as dp_step
-    from tanplan.dp.secret import AUGMENT, NOISE
-    from tanplan.engine import evaluation, routes, sparsity
-
     p = prepared or prepare(cfg)
-    dataset, plan, logits_fn, augment, params = p.dataset, p.plan, p.logits_fn, p.augment, p.params
-    example = public_example(dataset.input_shape)
-    optimizer = optim.make_optimizer(cfg.train)
-    mask = pruning = None
+    dataset, plan, params = p.dataset, p.plan, p.params
     if sparsity.enabled(cfg) and canaries:
         raise ValueError("gradient canaries are inserted by the dense step only, not by the masked step of pruning")
+    optimizer = optim.make_optimizer(cfg.train)
+    mask = pruned = audited = None
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
-        from tanplan.dp import pruning as prune
-
-        mask = sparsity.prune_mask(cfg, plan, logits_fn, params, dataset, jax.random.fold_in(p.init_key, 1), secret)
-        params = prune.apply_mask(params, mask)
-        inner = sparsity.masked_step(cfg, plan, logits_fn, augment, params, example, optimizer, mask)
-        route = "vmap" if plan.private else "plain"
-        pruning = sparsity.summary_fields(cfg, mask)
+        mask = sparsity.prune_mask(cfg, plan, p.logits_fn, params, dataset, jax.random.fold_in(p.init_key, 1), secret)
+        params = pruning.apply_mask(params, mask)
+        route = routes.Route("vmap" if plan.private else "plain")
+        mech = dp_mechanism.build(plan, route.name, None, secret)
+        inner = sparsity.masked_step(cfg, plan, p.logits_fn, p.augment, params, optimizer, mask)
+        pruned = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = routes.make_grad_sum(cfg, logits_fn, augment, params, example)
-        design = drawn = None
-        if canaries:
-            from tanplan.dp import canaries as canary_lib
-            from tanplan.dp.secret import CANARY
+        grad_sum, route = routes.make_grad_sum(cfg, p.logits_fn, p.augment, params, public_example(dataset.input_shape))
+        mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
+        audited = canary_lib.wrap(mech, canaries, params) if canaries else None
+        inner = dp_step.train_step((audited or mech).noisy_sum(), optimizer, expected_batch_size=float(plan.batch_size),
+                                   ema_decay=cfg.train.ema_decay)
+    roots = {**mech.key_data(), "public": np.asarray(jax.random.key_data(p.public_root))}
+    if audited is not None:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
+        roots["canaries"] = audited.arrays.step_inputs()
+    task = tasks.from_config(cfg)
+    return Run(cfg, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,
+               jax.jit(_keyed_step(inner, masked=mask is not None), donate_argnums=0),
+               evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
+               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruned, audited,
+               label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
+               route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None)
 
-            num_params = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
-            design = canary_lib.design_for(canaries, num_params, plan.clip_norm)
-            drawn = canary_lib.draw(design, num_params, secret.batch_rng(CANARY, 0))
-        inner = dp_step.make_train_step(grad_sum, optimizer, noise_std=plan.noise_std,
-                                        expected_batch_size=float(plan.batch_size), ema_decay=cfg.train.ema_decay,
-                                        canaries=design)
+
+def _keyed_step(inner: Callable, *, masked: bool) -> Callable:
+    """step(state, batch, roots, audit=None): step t's keys folded from the roots at state.step, the inner
+    step, and whether the released (noisy) parameters are all finite. The masked step also takes the public
+    key (random gradient dropping); the audit's step its canary inputs and this step's draws."""
 
     def step(state, batch, roots, audit=None):
         noise_key, aug_key, public_key = (
             jax.random.fold_in(jax.random.wrap_key_data(roots[name], impl="threefry2x32"), state.step)
             for name in ("noise", "augment", "public"))
-        if mask is not None:  # the masked step: the public key draws random gradient dropping
+        if masked:
             state, metrics = inner(state, batch, noise_key, aug_key, public_key)
         elif audit is None:
             state, metrics = inner(state, batch, noise_key, aug_key)
@@ -197,14 +194,4 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         finite = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(state.params)]
         return state, {**metrics, "params_finite": jnp.all(jnp.stack(finite))}
 
-    roots = {"noise": secret.key_data(NOISE), "augment": secret.key_data(AUGMENT),
-             "public": np.asarray(jax.random.key_data(p.public_root))}
-    if canaries:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
-        roots["canaries"] = drawn.step_inputs()
-    task = tasks.from_config(cfg)
-    return Run(cfg, dataset, plan, p.model, logits_fn, augment, params, route, optimizer,
-               jax.jit(step, donate_argnums=0), evaluation.make_eval_fn(logits_fn, task), roots, p.test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruning,
-               (design, drawn) if canaries else None,
-               label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
-               route_note=routes.note(cfg, route) if is_import_path(cfg.model.name) else None)
+    return step

@@ -9,7 +9,15 @@
 
 from __future__ import annotations
 
+import jax
+import numpy as np
+
 from tanplan.config import Config
+from tanplan.data.source import read_rows
+from tanplan.dp import grad_drop, pruning, sampling
+from tanplan.dp.secret import SNIP
+from tanplan.engine.routes import grad_sum_of
+from tanplan.outcomes.run_summary import Pruning
 
 
 def enabled(cfg: Config) -> bool:
@@ -20,12 +28,6 @@ def enabled(cfg: Config) -> bool:
 
 def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret):
     """The run's pre-pruning mask (a pytree of 0/1 numpy arrays), all ones when not pruning."""
-    import jax
-    import numpy as np
-
-    from tanplan.dp import pruning, sampling
-    from tanplan.dp.secret import SNIP
-
     p = cfg.pruning
     if p.method == "none" or p.rate == 0:
         return jax.tree.map(np.asarray, pruning.ones_mask(params))
@@ -39,8 +41,6 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
     layout = sampling.batch_layout(plan.dataset_size, plan.q, cfg.train.physical_batch_size)
     layout = layout.grown_to(len(indices)) if len(indices) > layout.capacity else layout
     index, mask = sampling.pad_indices(indices, layout)
-    from tanplan.data.source import read_rows
-
     x, y = read_rows(dataset.train, indices)  # only the batch's rows, read by index from the source
     batch = sampling.gather_batch(x, y, sampling.pad_indices(np.arange(len(indices)), layout)[0], mask)
     batch["index"] = sampling.row_index(index, mask)  # the rows' dataset indices, not their places in x
@@ -50,23 +50,18 @@ def prune_mask(cfg: Config, plan, logits_fn, params, dataset, public_key, secret
     return jax.tree.map(np.asarray, fn(params, batch, secret.key(SNIP)))
 
 
-def masked_step(cfg: Config, plan, logits_fn, augment, params, example_x, optimizer, mask):
-    """The masked step (tanplan.dp.grad_drop): step(state, batch, noise_key, aug_key, public_key)."""
-    from tanplan.dp import grad_drop
-    from tanplan.engine.routes import make_grad_sum
-
-    vmap_cfg = cfg.with_overrides({"train.grad_method": "vmap"})
-    build = lambda lf: make_grad_sum(vmap_cfg, lf, augment, params, example_x)[0]  # noqa: E731
+def masked_step(cfg: Config, plan, logits_fn, augment, params, optimizer, mask):
+    """The masked step (tanplan.dp.grad_drop): step(state, batch, noise_key, aug_key, public_key); its clipped
+    sum is the vmap route's (per-layer norms cannot see a coordinate mask), rebuilt under each step's mask."""
+    build = lambda lf: grad_sum_of(cfg, lf, augment, "vmap" if cfg.privacy.private else "plain")  # noqa: E731
     return grad_drop.make_masked_train_step(
         build, logits_fn, optimizer, noise_std=plan.noise_std, expected_batch_size=float(plan.batch_size),
         prune_mask=mask, kept_counts=grad_drop.static_kept_counts(params, mask),
         drop_method=cfg.pruning.drop_method, drop_rate=cfg.pruning.drop_rate, ema_decay=cfg.train.ema_decay)
 
 
-def summary_fields(cfg: Config, mask) -> dict:
+def summary_fields(cfg: Config, mask) -> Pruning:
     """What the summary reports of the run's pruning and dropping."""
-    from tanplan.dp import pruning
-
     p = cfg.pruning
-    return {"method": p.method, "rate": p.rate, "drop_method": p.drop_method, "drop_rate": p.drop_rate,
-            "kept_fraction": pruning.kept_fraction(mask)}
+    return Pruning(method=p.method, rate=p.rate, drop_method=p.drop_method, drop_rate=p.drop_rate,
+                   kept_fraction=pruning.kept_fraction(mask))

@@ -232,25 +232,26 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
     check_canary_room(cfg, canaries)
     started = time.perf_counter()
     workdir = out / RUN_FOLDER if out is not None else None
-    summary = train_and_evaluate(cfg, workdir, progress=progress, canaries=canaries)
-    record = summary.pop("canary_record")
-    q = summary["batch_size"] / summary["dataset_size"]
-    scores = likelihood_ratio_scores(record.observations, q, summary["sigma"])
+    records = []  # the canaries' record (their secret draw and what each step released on them): never written
+    summary = train_and_evaluate(cfg, workdir, progress=progress, canaries=canaries, on_canaries=records.append)
+    record = records[0]
+    q = summary.batch_size / summary.dataset_size
+    scores = likelihood_ratio_scores(record.observations, q, summary.sigma)
     held_in = record.arrays.held_in
     if held_in.all() or not held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
         raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
-    claim = Claim(epsilon_rdp=summary["epsilon_rdp"], epsilon_pld=summary.get("epsilon_pld"),
-                  epsilon_replace_one=summary.get("epsilon_replace_one"), accountant=summary["accountant"],
-                  delta=summary["delta"])
+    claim = Claim(epsilon_rdp=summary.epsilon_rdp, epsilon_pld=summary.epsilon_pld,
+                  epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant,
+                  delta=summary.delta)
     figures = assess(scores[held_in], scores[~held_in], claim, confidence)
     result = AuditResult(**figures, claim=claim, confidence=confidence,
                          method=("one-run (Steinke, Nasr, Jagielski 2023) with jax-privacy's CanaryScoreAuditor, "
                                  f"white-box gradient canaries, top-k guesses for k in {len(GUESS_FRACTIONS)} "
                                  "fractions of M, union-bounded"),
                          canaries=canaries, held_in=int(held_in.sum()), held_out=int((~held_in).sum()),
-                         canary_coordinates=record.design.block, dataset_size=summary["dataset_size"],
-                         batch_size=summary["batch_size"], steps=summary["steps"], sigma=summary["sigma"],
-                         clip_norm=summary["clip_norm"], proxy=summary.get("target") is not None,
+                         canary_coordinates=record.design.block, dataset_size=summary.dataset_size,
+                         batch_size=summary.batch_size, steps=summary.steps, sigma=summary.sigma,
+                         clip_norm=summary.clip_norm, proxy=summary.target is not None,
                          wall_seconds=time.perf_counter() - started,
                          run_folder=str(workdir) if workdir is not None else None)
     if out is not None:

@@ -24,6 +24,7 @@ from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.fit import DataMember, FitResult, ProxyRun, StepsMember
+from tanplan.outcomes.run_summary import RunSummary
 from tanplan.privacy.plan import plan_from_config, with_dataset_size
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow.batch_law import forms_of, predict, verdict
@@ -46,27 +47,28 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
             # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
             # from its checkpoint: no new release, no step trained twice
             summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
-            rows.append(ProxyRun(batch_size=int(b), seed=seed, test_accuracy=float(summary["test_accuracy"]),
-                                 sigma=float(summary["sigma"]), steps=int(summary["steps"]),
-                                 wall_seconds=float(summary["wall_seconds"])))
-            log(f"  {label}: B'={b} seed={seed} σ'={summary['sigma']:.4g} "
-                f"accuracy={summary['test_accuracy']:.4f} ({summary['wall_seconds']:.1f} s)")
+            rows.append(ProxyRun(batch_size=int(b), seed=seed, test_accuracy=float(summary.test_accuracy),
+                                 sigma=float(summary.sigma), steps=int(summary.steps),
+                                 wall_seconds=float(summary.wall_seconds)))
+            log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
+                f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
     return rows
 
 
-def finished_run(workdir: Path | None, cfg: Config) -> dict | None:
-    """The summary.json of a run that finished in workdir with exactly this config (its config.toml, as the
-    engine wrote it), all its planned steps taken; None otherwise (then the engine resumes or starts it)."""
+def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
+    """The RunSummary (summary.json, read back) of a run that finished in workdir with exactly this config (its
+    config.toml, as the engine wrote it), all its planned steps taken; None otherwise (then the engine resumes
+    or starts it; a summary.json outside the schema counts as none)."""
     if workdir is None or not (workdir / "summary.json").is_file() or not (workdir / "config.toml").is_file():
         return None
     try:
         if (workdir / "config.toml").read_text(encoding="utf-8") != config_to_toml(cfg):
             return None
-        summary = json.loads((workdir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        summary = RunSummary.from_dict(json.loads((workdir / "summary.json").read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError):  # unreadable, or not a summary
         return None
-    done = (isinstance(summary, dict) and not summary.get("interrupted") and summary.get("diverged_at_step") is None
-            and summary.get("steps") == summary.get("planned_steps") and summary.get("test_accuracy") is not None)
+    done = (not summary.interrupted and summary.diverged_at_step is None and summary.steps == summary.planned_steps
+            and summary.test_accuracy is not None)
     return summary if done else None
 
 

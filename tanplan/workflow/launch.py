@@ -79,7 +79,8 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
         from tanplan.engine.loop import train_and_evaluate
 
         summary = train_and_evaluate(cfg, out, resume=resume, progress=progress)
-    result = {"summary": summary, "accounting": accounting, "wall_seconds": time.perf_counter() - started}
+    # the summary's JSON until the launch's own outcome is typed (its readers take the dict today)
+    result = {"summary": summary.to_dict(), "accounting": accounting, "wall_seconds": time.perf_counter() - started}
     write_json_atomic(out / "launch.json", result)
     return result
 

@@ -169,7 +169,7 @@ def test_a_memmap_folder_trains_through_the_loop(tmp_path):
                              "privacy.sigma=1.0", "privacy.epsilon=1000", "train.grad_method=vmap",
                              "tuning.data=private"])
     summary = train_and_evaluate(cfg, tmp_path / "run", progress=False)
-    assert summary["steps"] == 2 and summary["dataset_size"] == 10 and summary["test_accuracy"] is not None
+    assert summary.steps == 2 and summary.dataset_size == 10 and summary.test_accuracy is not None
     card = json.loads((tmp_path / "run" / "model" / "model.json").read_text())
     assert card["input_shape"] == [32, 32, 3] and card["num_classes"] == 10
 

@@ -83,7 +83,7 @@ def _sum_fn(route: str, augment: str, old_keys: bool = False):
 
     def with_position_keys(*args):  # jit traces inside the call: under the patch
         mp = pytest.MonkeyPatch()
-        mp.setattr(dp_step, "_keys", _position_keys)
+        mp.setattr(dp_step, "example_keys", _position_keys)
         try:
             return fn(*args)
         finally:
@@ -170,7 +170,7 @@ def test_the_audits_shadow_batch_keys_its_rows_by_their_index():
     design = canaries.design_for(20, size, C)
     arrays = canaries.draw(design, size, np.random.default_rng(1))
     chosen = np.random.default_rng(2).random(20) < 0.5
-    noisy = jax.jit(dp_step.make_noisy_grad_sum(ROUTES["ghost"](logits_fn, AUGMENTS["noise"]), 0.0, design))
+    noisy = jax.jit(canaries.audited_noisy_sum(ROUTES["ghost"](logits_fn, AUGMENTS["noise"]), 0.0, design))
     inputs = {**arrays.step_inputs(), "chosen": chosen, "shadow": _batch(DRAWN[::-1], 3)}
     _, stats = noisy(params, _batch(DRAWN, 3), None, KEY, inputs)
     joined = chosen & arrays.held_in

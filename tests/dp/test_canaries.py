@@ -63,9 +63,9 @@ def test_the_step_reads_one_per_inclusion_and_the_noise_around_it():
     inputs = {**_inputs(design, arrays, chosen), "shadow": batch}
     key = jax.random.key(0)
     joined = (chosen & arrays.held_in).astype(float)
-    _, stats = dp_step.make_noisy_grad_sum(grad_sum, 0.0, design)(PARAMS, batch, key, key, inputs)
+    _, stats = canaries.audited_noisy_sum(grad_sum, 0.0, design)(PARAMS, batch, key, key, inputs)
     assert np.allclose(np.asarray(stats[canaries.OBSERVATION]), joined, atol=1e-4)
-    _, stats = dp_step.make_noisy_grad_sum(grad_sum, 2.0 * 1.5, design)(PARAMS, batch, key, key, inputs)
+    _, stats = canaries.audited_noisy_sum(grad_sum, 2.0 * 1.5, design)(PARAMS, batch, key, key, inputs)
     residual = np.asarray(stats[canaries.OBSERVATION]) - joined
     assert abs(residual.std() - 1.5) < 0.15 and abs(residual.mean()) < 0.2  # σ = 1.5; 600 draws
 

@@ -41,8 +41,8 @@ def test_an_augmented_run_resumes_with_the_same_views(tiny_npz, tmp_path, extra)
     shutil.copy(out / "checkpoint" / "run_secret.json", ref / "checkpoint" / "run_secret.json")
     reference = train_and_evaluate(cfg, ref, progress=False, resume=True)
     resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
-    assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 4
-    assert resumed["params_checksum"] == reference["params_checksum"]
+    assert resumed.resumed_from_step == 2 and resumed.steps == 4
+    assert resumed.params_checksum == reference.params_checksum
 
 
 def test_the_views_come_from_the_runs_secret(tiny_npz):

@@ -99,7 +99,7 @@ def test_ten_million_rows_on_demand_train_twenty_steps_reading_only_each_batch(m
                              "privacy.epsilon=100", "privacy.noise_seed=5", "train.learning_rate=0.5"])
     summary = train_and_evaluate(cfg, None, progress=False)
     reads = SOURCES["train"].reads
-    assert summary["steps"] == 20 and summary["dataset_size"] == ROWS and 0 <= summary["test_accuracy"] <= 1
+    assert summary.steps == 20 and summary.dataset_size == ROWS and 0 <= summary.test_accuracy <= 1
     # one read per step, none past the last (the prefetch stops there), each exactly that step's Poisson batch
     assert len(drawn) == 20 and len(reads) == 20
     layout = sampling.batch_layout(ROWS, 64 / ROWS, 128)

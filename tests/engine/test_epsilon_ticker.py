@@ -84,21 +84,21 @@ def test_under_replace_one_every_epsilon_the_run_shows_is_at_least_the_one_of_re
     with contextlib.redirect_stderr(stderr):
         summary = train_and_evaluate(cfg, out, progress=True)
     saved = json.loads((out / "ledger.json").read_text())
-    q, steps = summary["batch_size"] / summary["dataset_size"], summary["steps"]
+    q, steps = summary.batch_size / summary.dataset_size, summary.steps
 
     def of_record(step: int) -> float:  # the replace-one ε of record after `step` steps, recomputed
-        ledger = Ledger(delta=summary["delta"], neighbouring="replace_one", pld_interval=saved["pld_interval"])
-        ledger.advance(ledger.open_release(0, q, summary["sigma"], summary["delta"]), step)
+        ledger = Ledger(delta=summary.delta, neighbouring="replace_one", pld_interval=saved["pld_interval"])
+        ledger.advance(ledger.open_release(0, q, summary.sigma, summary.delta), step)
         return ledger.epsilon_of_record()
 
     record = {t: of_record(t) for t in range(1, steps + 1)}
-    add_remove = accounting.epsilon_of_events([accounting.dp_sgd_event(q, summary["sigma"], steps)],
-                                              summary["delta"], "pld", "add_remove", saved["pld_interval"])
+    add_remove = accounting.epsilon_of_events([accounting.dp_sgd_event(q, summary.sigma, steps)],
+                                              summary.delta, "pld", "add_remove", saved["pld_interval"])
     assert record[steps] > add_remove * 1.05  # the relation matters here: a figure under add/remove would fail
     # summary.json and ledger.json: the figure of record, labelled
-    assert (summary["epsilon"], summary["epsilon_accountant"], summary["epsilon_neighbouring"]) == \
+    assert (summary.epsilon, summary.epsilon_accountant, summary.epsilon_neighbouring) == \
         (record[steps], "pld", "replace_one")
-    assert summary["epsilon_replace_one"] >= record[steps] and saved["epsilon"] == record[steps]
+    assert summary.epsilon_replace_one >= record[steps] and saved["epsilon"] == record[steps]
     assert (saved["epsilon_accountant"], saved["epsilon_neighbouring"]) == ("pld", "replace_one")
     # metrics.jsonl and TensorBoard, at each evaluation
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

@@ -16,7 +16,7 @@ from tanplan import cli
 from tanplan.config import load_config
 from tanplan.engine.loop import train_and_evaluate
 from tanplan.engine.release import load_params
-from tanplan.engine.summary import FIELDS
+from tanplan.outcomes.run_summary import FIELDS
 from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
 from tanplan.fileio import exclusive
 from tanplan.privacy import accounting
@@ -31,18 +31,18 @@ def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path)
     seen = []
     out = tmp_path / "a"
     first = train_and_evaluate(cfg, out, progress=False, on_eval=lambda s, m: seen.append((s, m)))
-    assert set(first) == set(FIELDS)  # one schema
-    assert first["steps"] == 6 and first["batch_size"] == 32 and first["delta"] == pytest.approx(240 ** -1.1)
-    assert first["accountant"] == "pld" and first["neighbouring"] == "add_remove"
-    assert first["epsilon_pld"] <= 4.0 * (1 + 1e-9) and first["epsilon_pld"] <= first["epsilon_rdp"]
-    assert first["epsilon_replace_one"] > first["epsilon_pld"]  # replacing one moves the sum by up to 2C
-    assert first["noise_secret"] is True and first["test_accuracy"] > 0.8  # separable: 6 noisy steps learn it
+    assert set(first.to_dict()) == set(FIELDS)  # one schema
+    assert first.steps == 6 and first.batch_size == 32 and first.delta == pytest.approx(240 ** -1.1)
+    assert first.accountant == "pld" and first.neighbouring == "add_remove"
+    assert first.epsilon_pld <= 4.0 * (1 + 1e-9) and first.epsilon_pld <= first.epsilon_rdp
+    assert first.epsilon_replace_one > first.epsilon_pld  # replacing one moves the sum by up to 2C
+    assert first.noise_secret is True and first.test_accuracy > 0.8  # separable: 6 noisy steps learn it
     assert [s for s, _ in seen] == [3, 6] and seen[0][1]["epsilon_spent"] < seen[1][1]["epsilon_spent"]
     assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [3, 6]
-    assert json.loads((out / "summary.json").read_text())["params_checksum"] == first["params_checksum"]
+    assert json.loads((out / "summary.json").read_text())["params_checksum"] == first.params_checksum
     ledger = json.loads((out / "ledger.json").read_text())
-    assert ledger["steps"] == 6 and ledger["epsilon_rdp"] == pytest.approx(first["epsilon_rdp"], rel=1e-12)
-    assert ledger["epsilon_replace_one"] == first["epsilon_replace_one"] and ledger["neighbouring"] == "add_remove"
+    assert ledger["steps"] == 6 and ledger["epsilon_rdp"] == pytest.approx(first.epsilon_rdp, rel=1e-12)
+    assert ledger["epsilon_replace_one"] == first.epsilon_replace_one and ledger["neighbouring"] == "add_remove"
     assert load_config(out / "config.toml") == cfg  # the run's config, reloadable
     assert checkpoint_steps(out) == [3, 6]
     # The checkpoint folder is private, and holds the secret; nothing outside it does.
@@ -67,10 +67,10 @@ def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path)
 def test_two_runs_differ_unless_noise_seed_makes_them_reproducible(tiny_npz, tmp_path, capsys):
     cfg = _cfg(tiny_npz)
     a, b = (train_and_evaluate(cfg, tmp_path / n, progress=False) for n in ("a", "b"))
-    assert a["params_checksum"] != b["params_checksum"]  # a fresh secret per run
+    assert a.params_checksum != b.params_checksum  # a fresh secret per run
     seeded = cfg.with_overrides({"privacy.noise_seed": 7})
     c, d = (train_and_evaluate(seeded, tmp_path / n, progress=False) for n in ("c", "d"))
-    assert c["params_checksum"] == d["params_checksum"] and c["noise_secret"] is False
+    assert c.params_checksum == d.params_checksum and c.noise_secret is False
     assert "NOT private" in capsys.readouterr().err
 
 
@@ -105,12 +105,12 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tiny_npz, tmp_path):
     shutil.copy(out / "checkpoint" / "run_secret.json", ref / "checkpoint" / "run_secret.json")
     reference = train_and_evaluate(cfg, ref, progress=False, resume=True)
     resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
-    assert resumed["params_checksum"] == reference["params_checksum"]
-    assert resumed["resumed_from_step"] == 2 and resumed["steps"] == 6 and resumed["steps_this_run"] == 4
-    assert resumed["epsilon_rdp"] == pytest.approx(reference["epsilon_rdp"], rel=1e-12)
+    assert resumed.params_checksum == reference.params_checksum
+    assert resumed.resumed_from_step == 2 and resumed.steps == 6 and resumed.steps_this_run == 4
+    assert resumed.epsilon_rdp == pytest.approx(reference.epsilon_rdp, rel=1e-12)
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
     again = train_and_evaluate(cfg, out, progress=False, resume=True)  # finished: no step, same result
-    assert again["steps_this_run"] == 0 and again["params_checksum"] == reference["params_checksum"]
+    assert again.steps_this_run == 0 and again.params_checksum == reference.params_checksum
 
 
 def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, tmp_path, capsys):
@@ -130,7 +130,7 @@ def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, 
                for p in (out / "checkpoint" / "4").rglob("*") if p.is_file()}
     resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
     assert "checkpoint of step 4" in capsys.readouterr().err
-    assert resumed["params_checksum"] == reference["params_checksum"] and resumed["resumed_from_step"] == 2
+    assert resumed.params_checksum == reference.params_checksum and resumed.resumed_from_step == 2
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
     assert not list((out / "checkpoint").glob("*orbax-checkpoint-tmp*"))
     # The damaged checkpoint was moved aside inside the private folder, byte for byte, never deleted; the

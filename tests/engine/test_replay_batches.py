@@ -102,8 +102,8 @@ def _explained(out) -> set[float]:
 def test_no_public_figure_is_a_function_of_the_sampled_batches(finished):
     out, summary, sizes = finished
     assert max(sizes) > PLANNED.capacity  # the layout grew, privately
-    assert summary["layout"] == {"chunks": PLANNED.chunks, "chunk_size": PLANNED.chunk_size}
-    assert summary["samples_per_second"] * summary["train_seconds"] == pytest.approx(B * (S - 1), rel=1e-9)
+    assert summary.layout.to_dict() == {"chunks": PLANNED.chunks, "chunk_size": PLANNED.chunk_size}
+    assert summary.samples_per_second * summary.train_seconds == pytest.approx(B * (S - 1), rel=1e-9)
     assert _attack(_public_numbers(out), _statistics(sizes), _explained(out)) == []
 
 
@@ -114,6 +114,6 @@ def test_the_attack_catches_the_sampled_count_of_earlier_versions(finished):
     # happen to equal a public number in this draw, the same leak from a later step is the one to catch.
     k = next(k for k in range(1, S - 1)
              if _attack({float(sum(sizes[k:])): ""}, {"leak": float(sum(sizes[k:]))}, explained))
-    old_throughput = sum(sizes[k:]) / summary["train_seconds"]
+    old_throughput = sum(sizes[k:]) / summary.train_seconds
     assert any(leak.startswith(f"examples from step {k + 1} on") for leak in
                _attack({**public, old_throughput: "samples_per_second"}, stats, explained))

@@ -25,7 +25,7 @@ def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     cfg = Config(train=TrainConfig(grad_method="ghost"))  # model.name stays the default for both
     logits, params, x = _model("cnn2d", width=4, depth=1)
-    assert routes.make_grad_sum(cfg, logits, None, params, x)[1] == "ghost"
+    assert routes.make_grad_sum(cfg, logits, None, params, x)[1].name == "ghost"
     logits, params, x = _model("vit_tiny", width=64, depth=1)  # same input shape; its root owns parameters: no per-layer route
     with pytest.raises(UsageError, match="not possible"):
         routes.make_grad_sum(cfg, logits, None, params, x)

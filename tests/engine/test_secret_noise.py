@@ -98,7 +98,7 @@ def test_public_files_reveal_the_noise_only_when_noise_seed_is_set(tiny_npz, tmp
     cfg = load_config(None, tiny_overrides(tiny_npz, *SETTINGS, *extra))
     out = tmp_path / "run"
     summary = train_and_evaluate(cfg, out, progress=False)
-    assert summary["steps"] == 1 and summary["noise_secret"] is (not public_noise)
+    assert summary.steps == 1 and summary.noise_secret is (not public_noise)
     secret = RunSecret(tuple(json.loads((out / "checkpoint" / "run_secret.json").read_text())["words"]),
                        reproducible=public_noise)
     run = setup.build(cfg, secret)  # the public initialisation θ0, the model, the plan

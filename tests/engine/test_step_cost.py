@@ -150,10 +150,10 @@ def test_no_public_per_step_figure_tells_the_sampled_batch_size(data, tmp_path):
     cfg = _cfg(path, f"train.steps={S}", "train.eval_every=1", "train.checkpoint_every=0")
     out = tmp_path / "run"
     summary = train_and_evaluate(cfg, out, progress=False)
-    assert summary["layout"]["chunks"] > 1  # the chunks an earlier version could skip
+    assert summary.layout.chunks > 1  # the chunks an earlier version could skip
     secret = RunSecret.load(out / "checkpoint")  # the attacker holds the secret: replays every draw
     sizes = np.array([len(sampling.poisson_batch(N, B / N, secret.batch_rng(BATCH, t))) for t in range(S)])
-    rows = summary["layout"]["chunk_size"]
+    rows = summary.layout.chunk_size
     assert len(set(np.ceil(sizes / rows))) > 2  # the draws fill different numbers of chunks
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, S + 1))

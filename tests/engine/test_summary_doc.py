@@ -4,7 +4,7 @@ import re
 
 from helpers import ROOT
 
-from tanplan.engine.summary import FIELDS
+from tanplan.outcomes.run_summary import FIELDS
 
 
 def test_the_summary_page_lists_every_field():

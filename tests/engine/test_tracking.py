@@ -114,7 +114,7 @@ def test_plugged_in_writers_get_the_published_records_and_a_broken_one_is_droppe
         assert not {"loss", "accuracy", "train_accuracy"} & set(scalars)
     warnings = [line for line in tracked_run["stderr"].splitlines() if "tracking writer BrokenWriter failed" in line]
     assert len(warnings) == 1 and "dropped" in warnings[0]
-    assert tracked_run["summary"]["steps"] == 6 and tracked_run["summary"]["model"]  # the run went on
+    assert tracked_run["summary"].steps == 6 and tracked_run["summary"].model  # the run went on
 
 
 def test_each_metrics_record_has_its_wall_clock_time_and_throughput(tracked_run):
@@ -144,9 +144,9 @@ def test_the_progress_bar_shows_epsilon_from_the_first_step(tracked_run):
     """From step 1, before the first evaluation (step 3): the ε of record (PLD, add/remove-one) at that
     evaluation, labelled as an upper bound ("≤"), rounded up; the figure metrics.jsonl then records."""
     cfg, summary = tracked_run["cfg"], tracked_run["summary"]
-    q = summary["batch_size"] / summary["dataset_size"]
+    q = summary.batch_size / summary.dataset_size
     grid = json.loads((tracked_run["out"] / "ledger.json").read_text())["pld_interval"]
-    at_three = accounting.epsilon_of_events([accounting.dp_sgd_event(q, summary["sigma"], 3)], summary["delta"],
+    at_three = accounting.epsilon_of_events([accounting.dp_sgd_event(q, summary.sigma, 3)], summary.delta,
                                             "pld", "add_remove", grid)
     assert tracked_run["metrics"][0]["epsilon_spent"] == at_three
     frames = tracked_run["stderr"].replace("\r", "\n").splitlines()

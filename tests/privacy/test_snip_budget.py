@@ -87,9 +87,9 @@ def test_dp_snip_training_run_summary_epsilon_is_the_composition(tmp_path):
                              "train.prune_method=dp_snip", "train.prune_rate=0.5", "train.grad_drop_method=magnitude",
                              "train.grad_drop_rate=0.3", "privacy.epsilon=2"])
     s = train_and_evaluate(cfg, tmp_path, progress=False)
-    n = s["dataset_size"]
-    assert s["snip_sigma"] > 0 and 0.45 < s["pruning"]["kept_fraction"] < 0.6
-    assert s["epsilon_rdp"] == pytest.approx(
-        _independent_composed_epsilon(s["batch_size"] / n, s["sigma"], 3, s["delta"], s["snip_sigma"]), rel=1e-9)
-    assert 2 * 0.99 <= s["epsilon_pld"] <= 2 < s["epsilon_rdp"]  # calibrated by PLD, the accountant of record
+    n = s.dataset_size
+    assert s.snip_sigma > 0 and 0.45 < s.pruning.kept_fraction < 0.6
+    assert s.epsilon_rdp == pytest.approx(
+        _independent_composed_epsilon(s.batch_size / n, s.sigma, 3, s.delta, s.snip_sigma), rel=1e-9)
+    assert 2 * 0.99 <= s.epsilon_pld <= 2 < s.epsilon_rdp  # calibrated by PLD, the accountant of record
     assert json.loads((tmp_path / "summary.json").read_text())["epsilon_rdp"] == s["epsilon_rdp"]

@@ -89,13 +89,14 @@ def _job(**kw):
 def test_run_trial_reports_intermediate_then_final(tmp_path, base_spec):
     spec = base_spec
     reports = []
+    train_fn = fake_sweep_train()
     result = trial.run_trial(_job(), base=spec.base, dims=spec.dims, trials_dir=str(tmp_path),
-                             train_fn=fake_train, report=reports.append)
+                             train_fn=train_fn, report=reports.append)
     # evaluations before the last step are intermediate; the last one comes with the summary, once
     assert [r["step"] for r in reports] == [2, 4, 6]
     assert not any(r.get("final") for r in reports[:-1]) and reports[-1] is result
     assert result["final"] and result["status"] == "finished" and result["test_accuracy"] == pytest.approx(0.9)
-    assert result["seed_seen"] == 17  # every trial runs with its own seed
+    assert train_fn.seeds == [17]  # every trial runs with its own seed
     assert result["sigma"] == spec.base["privacy"]["sigma"] and result["batch_size"] == 64
     assert result["run_seconds"] == 0.5 and result["wall_seconds"] > 0
     assert all(isinstance(v, (int, float, str, bool)) for r in reports for v in r.values())

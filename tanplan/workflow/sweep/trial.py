@@ -40,20 +40,21 @@ def run_trial(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[D
         if step < steps:  # the final evaluation is reported with the summary, once
             report({**_numbers(metrics), "step": int(step)})
 
-    status, error, summary = FINISHED, "", {}
+    status, error, summary = FINISHED, "", None
     try:
         # resume: a trial re-queued after a kill continues its own run, with its own secret
-        summary = train_fn(cfg, workdir, progress=False, on_eval=on_eval, resume=True) or {}
+        summary = train_fn(cfg, workdir, progress=False, on_eval=on_eval, resume=True)
     except TrainingDiverged as err:
         status, error = DIVERGED, str(err)
     except Exception as err:  # one bad configuration must not stop the sweep; its error is recorded
         status, error = ERROR, f"{type(err).__name__}: {err}"
-    result = _numbers(summary)
+    result = _numbers(summary.to_dict() if summary is not None else {})  # the summary's figures, for Ray and Optuna
     if "wall_seconds" in result:  # the engine's own clock; wall_seconds below is the whole trial's
         result.update(run_seconds=result.pop("wall_seconds"))
     if status != FINISHED:
         result.pop(METRIC, None)
-    result.update(step=int(summary.get("steps", steps) if status == FINISHED else last_step),
+    done = summary.steps if summary is not None else steps
+    result.update(step=int(done if status == FINISHED else last_step),
                   wall_seconds=time.perf_counter() - start, status=status, error=error[:400], final=True)
     report(result)
     return result

@@ -1,18 +1,42 @@
-"""The summary of one run (summary.json), the same schema for `train`, every proxy and the launch.
+"""The summary of one run (summary.json), the same schema for `train`, every proxy and the launch: what
+`train_and_evaluate`, `launch_on_ray` and every train_fn return.
 
 Each figure has one name across train, launch and run summaries (docs/summary.md lists them). Only what
-is safe to publish goes here: no key, no seed of the noise, no batch composition.
+is safe to publish goes here: no key, no seed of the noise, no batch composition (an audited run's secret
+canary draw travels beside it, never in it: tanplan.engine.audited). JAX-free.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Mapping
+
+from tanplan.outcomes.base import Result, optional
+from tanplan.privacy.plan import Plan
 
 
-@dataclass(frozen=True)
-class RunSummary:
+@dataclass(frozen=True, kw_only=True)
+class Layout(Result):
+    """The planned (public) padded layout of a step's batch: chunks × chunk_size rows (tanplan.dp.sampling)."""
+
+    chunks: int
+    chunk_size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pruning(Result):
+    """What a run pruned and dropped (tanplan.engine.sparsity): [pruning]'s settings and the weights kept."""
+
+    method: str
+    rate: float
+    drop_method: str
+    drop_rate: float
+    kept_fraction: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary(Result):
     # what the run reached (on the held-out test set; EMA weights when the EMA is on)
     test_accuracy: float | None
     test_loss: float | None
@@ -33,10 +57,10 @@ class RunSummary:
     sigma: float
     snip_sigma: float | None  # σ of the DP-SNIP release, when pruning.method = "dp_snip"
     clip_norm: float
-    target: dict | None  # the target Plan when this run is a proxy of it
+    target: Plan | None  # the target Plan when this run is a proxy of it
     # how it ran
     grad_method: str
-    layout: dict  # the planned (public) layout; a batch that outgrew it is not said
+    layout: Layout  # the planned (public) layout; a batch that outgrew it is not said
     backend: str
     devices: int
     processes: int
@@ -51,29 +75,23 @@ class RunSummary:
     interrupted: str | None = None  # the signal that stopped it (checkpoint saved; continue with --resume)
     test_accuracy_no_ema: float | None = None
     test_accuracy_augtest: float | None = None
-    pruning: dict | None = None  # method, rate, drop_method, drop_rate, kept_fraction
+    pruning: Pruning | None = None
     model: str | None = None  # folder of the released model, relative to the run folder
     # what produced these numbers (tanplan.provenance): JAX's platform, the device kind, library versions
     platform: str | None = None
     device_kind: str | None = None
-    versions: dict | None = None
+    versions: Mapping | None = None
     # the figure of record of its ledger, the ε its progress bar, metrics.jsonl, TensorBoard and model card
     # show: under the config's accountant and relation; RDP under add/remove-one for a proxy (None in
     # summaries written before it existed)
     epsilon: float | None = None
     epsilon_accountant: str | None = None
     epsilon_neighbouring: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunSummary":
-        """The summary of a summary.json (or of train_and_evaluate's dict); keys outside the schema are refused."""
-        unknown = sorted(set(data) - set(FIELDS))
-        if unknown:
-            raise ValueError(f"RunSummary has no field {unknown[0]!r}")
-        return cls(**data)
+    # the privacy audit's run only (tanplan.workflow.audit): trained with that many gradient canaries, so
+    # its outputs are not a private release; absent from every other summary.json
+    audit_canaries: int | None = optional()
+    private_release: bool | None = optional()
 
 
-FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary))
+FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary) if not f.metadata.get("omit_none"))
+"""The keys of every summary.json (an audited run's adds audit_canaries and private_release)."""

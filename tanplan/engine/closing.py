@@ -1,0 +1,86 @@
+"""What a run writes when its steps are over: the last evaluation (a run resumed at its end), the
+RunSummary, AugTest's accuracy, the released model and its card, ledger.json with its PLD figures and
+summary.json. Every figure is a function of the noisy parameters, the test set and public information
+(the config, N, the planned layout, the expected B): never of the sampled batches."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+
+from tanplan.config import Config
+from tanplan.engine import evaluation
+from tanplan.engine.session import Session
+from tanplan.outcomes.run_summary import Layout, RunSummary
+from tanplan.provenance import Environment
+
+
+def close_run(s: Session, *, started: float, backend: str, env: Environment, canaries: int) -> RunSummary:
+    """Evaluate what a run resumed at its end saved, close the tracker, build the summary (with AugTest
+    and the model when the run finished) and write ledger.json and summary.json."""
+    if not s.history and not s.interrupted and s.diverged_at is None:  # resumed at the end: evaluate what was saved
+        s.history.append(s.evaluate(s.ledger.steps))
+    s.tracker.close()  # (left open by an error: its writes are flushed, TensorBoard's thread is a daemon)
+    summary = run_summary(s, started=started, backend=backend, env=env, canaries=canaries)
+    if s.diverged_at is None and not s.interrupted:
+        run = s.run
+        augtest = evaluation.evaluate_augtest(s.cfg, run.logits_fn, s.released_params(), run.dataset, run.augment,
+                                              run.test_key)
+        summary = dataclasses.replace(summary, test_accuracy_augtest=augtest)
+        summary = dataclasses.replace(summary, model=s.folder.write_model(s.released_params(),
+                                                                          model_card(s.cfg, s, summary)))
+    s.folder.write_ledger(s.ledger, with_pld=run_is_target(s))
+    s.folder.write_summary(summary)
+    return summary
+
+
+def run_is_target(s: Session) -> bool:
+    return s.run.plan.target is None
+
+
+def run_summary(s: Session, *, started: float, backend: str, env: Environment, canaries: int) -> RunSummary:
+    """The RunSummary of the session's run: its last evaluation, its ledger's figures, its plan, how it ran."""
+    plan, ledger, final = s.run.plan, s.ledger, (s.history[-1] if s.history else {})
+    # PLD at a proxy's small σ takes minutes (or cannot run), and a proxy's own ε guarantees nothing: RDP.
+    pld = ledger.pld_figures() if run_is_target(s) else {"epsilon_pld": None, "epsilon_replace_one": None}
+    accountant_of_record, neighbouring_of_record = ledger.record()
+    train_seconds = s.train_seconds()
+    return RunSummary(
+        test_accuracy=final.get("test_accuracy"), test_loss=final.get("test_loss"),
+        epsilon=ledger.epsilon_of_record(), epsilon_accountant=accountant_of_record,
+        epsilon_neighbouring=neighbouring_of_record,
+        epsilon_rdp=ledger.epsilon("rdp"), epsilon_pld=pld["epsilon_pld"],
+        epsilon_replace_one=pld["epsilon_replace_one"], neighbouring=plan.neighbouring,
+        delta=plan.delta, accountant=plan.accountant, private=plan.private,
+        noise_secret=not s.run.mechanism.secret.reproducible,
+        dataset_size=plan.dataset_size, batch_size=plan.batch_size, steps=ledger.steps, planned_steps=plan.steps,
+        sigma=plan.sigma, snip_sigma=plan.snip_sigma or None, clip_norm=plan.clip_norm,
+        target=plan.target, grad_method=s.run.route,
+        layout=Layout(chunks=s.planned.chunks, chunk_size=s.planned.chunk_size), backend=backend,
+        devices=s.run.mesh.devices.size, processes=jax.process_count(), resumed_from_step=s.start,
+        steps_this_run=ledger.steps - s.start, wall_seconds=time.perf_counter() - started,
+        train_seconds=train_seconds,
+        samples_per_second=s.examples / train_seconds if train_seconds > 0 and s.examples else None,
+        params_checksum=evaluation.params_checksum(s.state.params), evaluated_at_step=final.get("step"),
+        diverged_at_step=s.diverged_at, interrupted=s.interrupted,
+        test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
+        platform=env.platform, device_kind=env.device_kind, versions=env.versions,
+        audit_canaries=canaries or None, private_release=False if canaries else None)
+
+
+def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
+    """model/model.json: the architecture, the weights released and the figures of record; an audited
+    run's says it is not a private release."""
+    m, dataset = cfg.model, s.run.dataset
+    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+            "num_classes": dataset.num_classes, "input_shape": list(dataset.input_shape),
+            "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
+            "epsilon": summary.epsilon, "epsilon_accountant": summary.epsilon_accountant,
+            "epsilon_neighbouring": summary.epsilon_neighbouring, "delta": summary.delta,
+            "noise_secret": summary.noise_secret,
+            "test_accuracy": summary.test_accuracy}
+    if summary.audit_canaries:  # the audit's run: trained with canaries, for the audit only
+        card |= {"audit_canaries": summary.audit_canaries, "private_release": False}
+    return card
