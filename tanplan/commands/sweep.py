@@ -48,7 +48,8 @@ def run(args) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_table(_rows(result, args.out), title=f"tanplan sweep: {api.as_config(args.config, args.overrides).experiment.name}")
+    name = api.as_config(args.config, args.overrides).experiment.name
+    print_table(_rows(result, args.out), title=f"tanplan sweep: {name}")
     return 0
 
 

@@ -343,7 +343,8 @@ class LawCandidate:
 
     def record(self) -> ComparedForm:
         return ComparedForm(form=self.law.form, window=self.law.window, knee=self.law.knee,
-                            lack_of_fit_p=self.law.lack_of_fit_p, held_out=dict(zip(self.held.batch_sizes, self.held.errors)),
+                            lack_of_fit_p=self.law.lack_of_fit_p,
+                            held_out=dict(zip(self.held.batch_sizes, self.held.errors)),
                             held_out_excess=self.held.excess, var_mean=self.var_mean)
 
 
