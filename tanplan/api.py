@@ -30,16 +30,24 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tanplan.config import Config, load_config, with_tuned
 from tanplan.errors import UsageError
+from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.audit import AuditResult
+from tanplan.outcomes.fit import FitResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.optimize import OptimizeResult
 from tanplan.outcomes.pipeline import RunResult
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
+from tanplan.outcomes.sweep import SweepResult
 from tanplan.privacy import tan
+from tanplan.ray_session import check_address
 from tanplan.privacy.plan import Plan, advice, default_delta, with_dataset_size
+from tanplan.reports import fit as fit_report
 from tanplan.reports.plan import write_plan_report
-from tanplan.results import FitResult, SweepResult
+from tanplan.workflow import privacy_spent, total_budget, tuning
+from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
+from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume, check_sweep_space
+from tanplan.workflow.sweep.study import check_study_file
 
 ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
@@ -283,14 +291,11 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     local device) or "ray" (num_workers processes through Ray Train)."""
     import json
 
-    from tanplan.ray_session import check_address  # lazy: `import tanplan` (the planner) loads no stage's module
-    from tanplan.workflow import fit  # lazy: JAX; importing the API imports none
-    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume  # lazy: the planner loads no stage
     from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX
     from tanplan.workflow.launch import launch as launch_stage  # lazy: JAX; importing the API imports none
 
     cfg = as_config(config, overrides)
-    cfg = with_tuned(cfg, fit.load_best_overrides(best), f"--best {best}")
+    cfg = with_tuned(cfg, load_best_overrides(best), f"--best {best}")
     if backend not in ("local", "ray"):
         raise UsageError(f"backend {backend!r} is not allowed: use local or ray")
     if backend == "local" and (num_workers != 1 or gpus_per_worker or address):
@@ -332,11 +337,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     writes out/best.json (the SweepResult's to_dict()), sweep.csv, sweep.md and privacy_spent.json. The
     trials train on the [tuning] data (public by default). Arguments left None take the [sweep] section's
     values. Raises KeyboardInterrupt when interrupted (finished trials are kept: resume=True continues)."""
-    from tanplan.fileio import write_json_atomic
-    from tanplan.workflow import privacy_spent, tuning
-    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_sweep_space
-    from tanplan.workflow.sweep.search import check_address, check_proxy, prepare, run_sweep
-    from tanplan.workflow.sweep.study import check_study_file
+    from tanplan.workflow.sweep.search import check_address, check_proxy, prepare, run_sweep  # lazy: JAX, Ray
 
     if top_k is not None and top_k < 0:
         raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
@@ -352,21 +353,20 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     spec = prepare(tune.proxy_cfg, proxy_batch_size=proxy_batch_size, trials=trials, top_k=top_k, seeds=seeds,
                    scheduler=scheduler, max_concurrent=max_concurrent)
     if cfg.privacy.private and tune.data == "private":  # exit 3 before any trial when over privacy.total_epsilon
-        from tanplan.workflow import total_budget
-
-        parts = total_budget.sweep_parts(tune.proxy_cfg, tune.private_size, spec.proxy["batch_size"], spec.trials,
+        parts = total_budget.sweep_parts(tune.proxy_cfg, tune.private_size, spec.proxy.batch_size, spec.trials,
                                          spec.top_k, spec.seeds)
         total_budget.check(total_budget.of_config(cfg, tune.private_size, parts), cfg)
     t, p = spec.target, spec.proxy
-    log(f"tanplan sweep: target B={t['batch_size']} σ={_g(t.get('sigma'))} S={t['steps']}  ->  proxy "
-        f"B'={p['batch_size']} σ'={_g(p.get('sigma'))}  ({t['batch_size'] / p['batch_size']:.3g}x cheaper), "
+    log(f"tanplan sweep: target B={t.batch_size} σ={_g(t.sigma)} S={t.steps}  ->  proxy "
+        f"B'={p.batch_size} σ'={_g(p.sigma)}  ({t.batch_size / p.batch_size:.3g}x cheaper), "
         f"{spec.trials} trials over {', '.join(d.name for d in spec.dims)}; proxies learn on {tune.source}")
     summary = run_sweep(spec, Path(out), address=address, resume=resume, log=log)
-    summary["privacy_spent"] = privacy_spent.report(Path(out) / "trials", out, "sweep trials and re-runs", tune)
-    summary["tuning"] = tune.to_dict()
-    summary["trials_dir"] = "trials"  # `launch --best` composes these ledgers with the launch's (private tuning)
-    write_json_atomic(Path(out) / "best.json", summary)
-    return SweepResult.from_dict(summary)
+    summary = dataclasses.replace(
+        summary, privacy_spent=privacy_spent.report(Path(out) / "trials", out, "sweep trials and re-runs", tune),
+        tuning=tune.to_dict(),
+        trials_dir="trials")  # `launch --best` composes these ledgers with the launch's (private tuning)
+    write_json_atomic(Path(out) / "best.json", summary.to_dict())
+    return summary
 
 
 @_typed
@@ -381,15 +381,13 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     search at constant η (S·k², B/k for k in factors); vary="data": the dataset-size study at fixed (B, σ,
     S). Every proxy trains on the [tuning] data; writes the fit's files and privacy_spent.json into out.
     best: a sweep's best.json whose configuration is trained. None takes the [fit] section's value."""
-    from tanplan.reports import fit as fit_report
-    from tanplan.workflow import fit as fit_stage
-    from tanplan.workflow import ladder, tuning
-    from tanplan.workflow.inputs import check_inputs, check_out_dir
+    from tanplan.workflow import fit as fit_stage  # lazy: JAX (the engine); this module is the planner's API
+    from tanplan.workflow import ladder  # lazy: JAX, as fit
 
     if vary not in ("batch", "steps", "data"):
         raise UsageError(f"vary {vary!r} is not allowed: use batch, steps or data")
     cfg = as_config(config, overrides)
-    cfg = with_tuned(cfg, fit_stage.load_best_overrides(best), f"--best {best}")
+    cfg = with_tuned(cfg, load_best_overrides(best), f"--best {best}")
     section = cfg.fit
     sizes = batch_sizes or section.batch_sizes
     sizes = sizes if sizes == "auto" else list(sizes)
@@ -410,14 +408,12 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
     proxies = tune.proxy_cfg
     if cfg.privacy.private and tune.data == "private":  # exit 3 before any run when over the total budget
-        from tanplan.workflow import total_budget
-
         n = tune.private_size
         if vary == "batch":
             parts = ([total_budget.ladder_part(proxies, n)] if sizes == "auto" else
                      total_budget.fit_parts(proxies, n, sizes, seeds))
         else:
-            from tanplan.engine.setup import load_data
+            from tanplan.engine.setup import load_data  # lazy: the engine; this module is the planner's API
 
             available = load_data(proxies.with_overrides({"data.train_examples": 0})).num_train if vary == "data" else n
             parts = total_budget.vary_parts(proxies, n, vary, list(factors or ([0.25, 0.5, 1.0] if vary == "data" else
@@ -437,15 +433,14 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
                                          log=log)
         fit_report.write_fit_report(result, out)
-    _report_spent(result, out, tune, log)
-    result.update(planned)  # the bound on the total checked before any run (private tuning data)
-    return FitResult.from_dict(result)
+    spent: dict = {}
+    _report_spent(spent, out, tune, log)  # privacy_spent and tuning
+    # and the bound on the total checked before any run (private tuning data)
+    return dataclasses.replace(result, **spent, **planned)
 
 
 def _report_spent(result: dict, out: Path, tune, log) -> None:
     """privacy_spent.json of the fit's runs (into result), and one line saying what it is the cost to."""
-    from tanplan.workflow import privacy_spent  # lazy: the workflow's package imports JAX
-
     spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
     result["privacy_spent"] = spent.to_dict()  # the fit's JSON (fit.json's dict: tanplan.workflow.fit)
     result["tuning"] = tune.to_dict()
@@ -491,11 +486,10 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
     """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by
     constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
     made the config, for the launch commands the report writes."""
-    from tanplan.workflow import fit  # lazy: a training stage; the planner (a base install) imports this module
     from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: the training stage (engine, launch)
 
     cfg = as_config(config, overrides)
-    cfg = cfg.with_overrides(fit.load_best_overrides(best))
+    cfg = cfg.with_overrides(load_best_overrides(best))
     if device_hours is not None:
         if compute is not None:
             raise UsageError("give one compute budget: --compute or --device-hours")
@@ -517,7 +511,6 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     means (the command exits 5)."""
     from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX
                                         check_audit_out, run_audit)
-    from tanplan.workflow.inputs import check_inputs, check_out_dir  # lazy: the planner loads no stage
 
     cfg = as_config(config, overrides)
     if proxy_batch_size is not None:

@@ -110,3 +110,23 @@ def failing_train(error: Exception, evaluations=()):
         raise error
 
     return train_fn
+
+
+def fake_sweep_result(spec, params: dict, *, overrides: dict | None = None, search_accuracy: float | None = 0.8):
+    """What search.run_sweep returns (tanplan.outcomes.sweep.SweepResult) for a stand-in sweep whose every
+    trial finished and whose best is trial 0 with these params (none re-ran); overrides: its config keys
+    (default: the params' keys in the config)."""
+    from tanplan.outcomes.sweep import RankedConfig, SweepFiles, SweepResult, SweepSeconds, TrialCounts
+    from tanplan.workflow.sweep import space
+
+    keys = space.overrides(spec.dims, params) if overrides is None else overrides
+    best = RankedConfig(trial=0, params=params, overrides=keys, search_accuracy=search_accuracy,
+                        seed=spec.seed, mean_accuracy=None, std_accuracy=None, accuracies=(), min_accuracy=None,
+                        max_accuracy=None, reruns=0, failed_reruns=0, flags=())
+    return SweepResult(best=best, ranked_by="search accuracy", ranking=(best,), target=spec.target, proxy=spec.proxy,
+                       compute_ratio=spec.target.batch_size / spec.proxy.batch_size,
+                       space=tuple(d.to_dict() for d in spec.dims),
+                       trials=TrialCounts(requested=spec.trials, finished=spec.trials, pruned=0, diverged=0, error=0,
+                                          interrupted=0),
+                       wall_seconds=SweepSeconds(search=0.0, reruns=0.0),
+                       files=SweepFiles(trials="sweep.csv", reruns="reruns.csv", study="study.sqlite3"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from tanplan import api
 from tanplan.commands._args import float_list, int_list, positive_int, print_json, print_table
+from tanplan.reports import fit as fit_report
 
 HELP = "fit the batch law over proxy batch sizes and predict one launch at the target (or search S at constant η)"
 
@@ -34,27 +36,24 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan import api
-    from tanplan.reports import fit as fit_report
-
     # every input (config, best.json, folder, tuning data, the ladder's or the sizes') is checked before any data
     result = api.fit(args.config, args.out, overrides=args.set, best=args.best, batch_sizes=args.batch_sizes,
                      seeds=args.seeds, vary=args.vary, factors=args.factors, proxy_batch_size=args.proxy_batch_size,
-                     law=args.law, log=(lambda *a, **k: None) if args.json else print).to_dict()
+                     law=args.law, log=(lambda *a, **k: None) if args.json else print)
     if args.json:
-        print_json(result)
+        print_json(result.to_dict())
         return 0
     if args.vary == "data":
-        print_table([(f"N={m['dataset_size']:,}", f"ε RDP {m['eps_rdp']:.3g} (ε_TAN {m['eps_tan']:.3g}), δ {m['delta']:.2g}, "
-                      f"proxy accuracy {m['mean_accuracy']:.4f} ± {m['std_accuracy']:.4f}")
-                     for m in result["members"]], title="dataset size at fixed (B, σ, S)")
+        print_table([(f"N={m.dataset_size:,}", f"ε RDP {m.eps_rdp:.3g} (ε_TAN {m.eps_tan:.3g}), δ {m.delta:.2g}, "
+                      f"proxy accuracy {m.mean_accuracy:.4f} ± {m.std_accuracy:.4f}")
+                     for m in result.members], title="dataset size at fixed (B, σ, S)")
     elif args.vary == "steps":
-        best = result["best"]
-        print(f"best k = {best['k']:g}: full-scale B = {best['batch_size']}, S = {best['steps']}, "
-              f"σ = {best['sigma']:.4g}, exact ε (RDP) = {best['eps_rdp']:.4g}, proxy accuracy "
-              f"{best['mean_accuracy']:.4f} ± {best['std_accuracy']:.4f}")
-    elif result.get("ladder") is not None and "law" not in result:
-        print(f"{result['ladder']['reason']}: no law fitted, no prediction; {result['ladder']['what_to_change']}")
+        best = result.best
+        print(f"best k = {best.k:g}: full-scale B = {best.batch_size}, S = {best.steps}, "
+              f"σ = {best.sigma:.4g}, exact ε (RDP) = {best.eps_rdp:.4g}, proxy accuracy "
+              f"{best.mean_accuracy:.4f} ± {best.std_accuracy:.4f}")
+    elif result.ladder is not None and result.law is None:
+        print(f"{result.ladder.reason}: no law fitted, no prediction; {result.ladder.what_to_change}")
         print(f"report: {args.out}/ladder/ladder.md")
     else:
         print(fit_report.fit_markdown(result))

@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from tanplan.commands._args import positive_int
+import sys
+
+from tanplan import api
+from tanplan.commands._args import positive_int, print_json, print_table
+from tanplan.outcomes.sweep import SweepResult
+from tanplan.workflow import privacy_spent
 
 HELP = ("search hyper-parameters on the proxy (B', σ·B'/B, S) with Ray Tune + Optuna TPE; "
         "writes sweep.csv, best.json, figures and sweep.md")
@@ -31,12 +36,6 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    import sys
-
-    from tanplan import api
-    from tanplan.commands._args import print_json, print_table
-    from tanplan.workflow import privacy_spent
-
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     try:  # every input (config, folder, address, study, space, tuning data) is checked before any data is read
         result = api.sweep(args.config, args.out, overrides=args.overrides, proxy_batch_size=args.proxy_batch_size,
@@ -46,29 +45,33 @@ def run(args) -> int:
         print(f"tanplan: sweep interrupted; finished trials are kept in {args.out}: continue with --resume",
               file=sys.stderr)
         return 130
-    summary, spent, tune = result.to_dict(), result.privacy_spent, result.tuning
     if args.json:
-        print_json(summary)
+        print_json(result.to_dict())
         return 0
-    best = summary["best"]
-    c = summary["trials"]
-    rows = [("trials", ", ".join(f"{c[s]} {s}" for s in ("finished", "pruned", "diverged", "error") if c[s]) or "0")]
-    if best:
-        rows += [("best trial", str(best["trial"])),
-                 ("parameters", " ".join(f"{k}={_g(v)}" for k, v in best["params"].items())),
-                 ("search accuracy", f"{best['search_accuracy']:.4f}")]
-        if best["mean_accuracy"] is not None:
-            spread = f" ± {best['std_accuracy']:.4f}" if best["std_accuracy"] is not None else ""
-            rows.append((f"mean over {best['reruns']} seeds", f"{best['mean_accuracy']:.4f}{spread}"))
-    rows += [("wall time", f"{summary['wall_seconds']['search']:.0f} s search, "
-                           f"{summary['wall_seconds']['reruns']:.0f} s re-runs"),
-             ("tuning data", tune["source"] + (": the private set is untouched" if tune["tuning_data"] == "public" else
-                                               ": compose this ε with the launch's (`launch --best` does)")),
-             ("ε of all its runs composed" if tune["tuning_data"] == "private" else
-              "its runs' ε (on the public set)", privacy_spent.describe(spent)),
-             ("written to", f"{args.out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
-    print_table(rows, title=f"tanplan sweep: {api.as_config(args.config, args.overrides).experiment.name}")
+    name = api.as_config(args.config, args.overrides).experiment.name
+    print_table(_rows(result, args.out), title=f"tanplan sweep: {name}")
     return 0
+
+
+def _rows(result: SweepResult, out) -> list[tuple[str, str]]:
+    """The sweep's outcome as (label, value) rows: trials, the best configuration, time, its ε."""
+    best, c, spent, tune = result.best, result.trials, result.privacy_spent, result.tuning
+    rows = [("trials", ", ".join(f"{c.count(s)} {s}" for s in ("finished", "pruned", "diverged", "error")
+                                 if c.count(s)) or "0")]
+    if best:
+        rows += [("best trial", str(best.trial)),
+                 ("parameters", " ".join(f"{k}={_g(v)}" for k, v in best.params.items())),
+                 ("search accuracy", f"{best.search_accuracy:.4f}")]
+        if best.mean_accuracy is not None:
+            spread = f" ± {best.std_accuracy:.4f}" if best.std_accuracy is not None else ""
+            rows.append((f"mean over {best.reruns} seeds", f"{best.mean_accuracy:.4f}{spread}"))
+    return rows + [
+        ("wall time", f"{result.wall_seconds.search:.0f} s search, {result.wall_seconds.reruns:.0f} s re-runs"),
+        ("tuning data", tune["source"] + (": the private set is untouched" if tune["tuning_data"] == "public" else
+                                          ": compose this ε with the launch's (`launch --best` does)")),
+        ("ε of all its runs composed" if tune["tuning_data"] == "private" else
+         "its runs' ε (on the public set)", privacy_spent.describe(spent)),
+        ("written to", f"{out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
 
 
 def _g(v) -> str:

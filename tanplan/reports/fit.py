@@ -1,4 +1,4 @@
-"""The batch law's figure and markdown, from the result dict that tanplan.workflow.fit computed (fit.json)."""
+"""The batch law's figure and markdown, from the FitResult that tanplan.workflow.fit computed (fit.json)."""
 
 from __future__ import annotations
 
@@ -6,28 +6,28 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
+
 from tanplan.fileio import write_text_atomic
+from tanplan.outcomes.fit import FitResult, FittedLaw
 from tanplan.reports.figures import figure
 
 FORM_TEXT = {"knee": "a − b·max(0, ln(k/B'))", "noise": "a + c/B'", "flat": "a", "log-linear": "a + b·ln B'"}
 
 
-def law_value(result: dict, b):
+def law_value(law: FittedLaw, b):
     """The fitted law at batch size(s) b (numpy array or float)."""
-    import numpy as np
-
-    law = result["law"]
-    coef, b = law["coef"], np.asarray(b, dtype=float)
-    if law["form"] == "noise":
+    coef, b = law.coef, np.asarray(b, dtype=float)
+    if law.form == "noise":
         return coef[0] + coef[1] / b
-    if law["form"] == "log-linear":
+    if law.form == "log-linear":
         return coef[0] + coef[1] * np.log(b)
-    if law["form"] == "knee":
-        return coef[0] - coef[1] * np.maximum(0.0, np.log(law["knee"] / b))
+    if law.form == "knee":
+        return coef[0] - coef[1] * np.maximum(0.0, np.log(law.knee / b))
     return coef[0] + 0.0 * b
 
 
-def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Path:
+def figure_scaling(result: FitResult, path: Path, actual: float | None = None) -> Path:
     """Every proxy run, the rung means, the law over its window and on to the target, the interval for one
     launch (and, once launched, the launch)."""
     with figure(path, figsize=(6.5, 4)) as (fig, ax):
@@ -35,27 +35,25 @@ def figure_scaling(result: dict, path: Path, actual: float | None = None) -> Pat
     return path
 
 
-def draw_law(ax, result: dict, actual: float | None = None, launches=()) -> None:
-    import numpy as np
-
-    points = result["points"]
-    sizes = sorted({p["batch_size"] for p in points})
-    window = set(result["law"]["window"])
+def draw_law(ax, result: FitResult, actual: float | None = None, launches=()) -> None:
+    points = result.points
+    sizes = sorted({p.batch_size for p in points})
+    window = set(result.law.window)
     for b in sizes:
-        accs = [p["test_accuracy"] for p in points if p["batch_size"] == b]
+        accs = [p.test_accuracy for p in points if p.batch_size == b]
         ax.plot([b] * len(accs), accs, ".", color="0.6" if b not in window else "C0", ms=4, alpha=0.7)
         ax.errorbar([b], [statistics.fmean(accs)], yerr=[statistics.stdev(accs) if len(accs) > 1 else 0], fmt="o",
                     color="0.5" if b not in window else "C0", capsize=3, ms=5)
-    target = result["target_batch_size"]
+    target = result.target_batch_size
     xs = np.geomspace(min(window), target, 60)
-    form = result["law"]["form"]
-    ax.plot(xs, law_value(result, xs), "--", color="C0",
+    form = result.law.form
+    ax.plot(xs, law_value(result.law, xs), "--", color="C0",
             label=f"law ({form}: {FORM_TEXT[form]}) on B' = {', '.join(map(str, sorted(window)))}")
-    if result.get("predicted_accuracy") is not None:
-        mean = result["predicted_accuracy"]
-        low, high = result["prediction_interval"]
+    if result.predicted_accuracy is not None:
+        mean = result.predicted_accuracy
+        low, high = result.prediction_interval
         ax.errorbar([target], [mean], yerr=[[mean - low], [high - mean]], fmt="o", color="C1", capsize=4,
-                    label=f"prediction for one launch ({result['level']:.0%} interval)")
+                    label=f"prediction for one launch ({result.level:.0%} interval)")
     if launches:
         ax.plot([target] * len(launches), launches, "_", color="C3", ms=10, mew=1.5, label="launches (pool)")
     if actual is not None:
@@ -65,67 +63,66 @@ def draw_law(ax, result: dict, actual: float | None = None, launches=()) -> None
     ax.legend(fontsize=7, loc="lower right")
 
 
-def parts_table(result: dict) -> str:
+def parts_table(result: FitResult) -> str:
     """The interval's three parts (standard deviations, in accuracy) and the total half-width."""
-    std = result["std_parts"]
+    std = result.std_parts
     table = ("| part of the interval | std |\n|---|---|\n"
-             f"| the law's mean at B (seed noise of the rungs) | {std['mean']:.4f} |\n"
-             f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std['launch']:.4f} |\n"
-             f"| misspecification (forward held-out error beyond seed noise) | {std['misspecification']:.4f} |\n"
-             f"| **total**: half-width = t × √(sum of squares), t = {result['quantile']:.3f} | "
-             f"**± {result['half_width']:.4f}** |")
-    if result.get("test_sets_std"):
+             f"| the law's mean at B (seed noise of the rungs) | {std.mean:.4f} |\n"
+             f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std.launch:.4f} |\n"
+             f"| misspecification (forward held-out error beyond seed noise) | {std.misspecification:.4f} |\n"
+             f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
+             f"**± {result.half_width:.4f}** |")
+    if result.test_sets_std:
         table += (f"\n\nNot in the interval: the proxies are evaluated on another test set than the launch's; two test "
-                  f"sets of these sizes differ by about ± {result['test_sets_std']:.4f} (1 std, binomial), a fixed "
+                  f"sets of these sizes differ by about ± {result.test_sets_std:.4f} (1 std, binomial), a fixed "
                   "offset the proxies cannot show.")
     return table
 
 
-def launch_spread_text(result: dict) -> str:
+def launch_spread_text(result: FitResult) -> str:
     """How wide one launch's own spread is, and why (the part no number of proxies removes)."""
-    s = result["std_parts"]["launch"]
-    return (f"One launch's own spread is about ± {result['quantile'] * s:.3f} ({result['level']:.0%}; std "
+    s = result.std_parts.launch
+    return (f"One launch's own spread is about ± {result.quantile * s:.3f} ({result.level:.0%}; std "
             f"{s:.4f}): the noise of a DP-SGD run is secret and new in every run, and at constant η_step each "
             f"step of a proxy carries the same DP noise as the target's, so a launch scatters as the proxies' "
             f"seeds do. No prediction of one launch can be narrower than that.")
 
 
-def fit_markdown(result: dict) -> str:
+def fit_markdown(result: FitResult) -> str:
     """The law, its prediction for one launch with the interval's parts; or why there is none."""
-    if not isinstance(result.get("law"), dict):
-        return f"**No law**: {result['verdict']}; {result['what_to_change']}."
-    law, target = result["law"], result["target_batch_size"]
-    coef = ", ".join(f"{c:.4g}" for c in law["coef"])
-    knee = f", k = {law['knee']}" if law.get("knee") is not None else ""
-    errors = result["held_out"]["errors"]
+    if result.law is None:
+        return f"**No law**: {result.verdict}; {result.what_to_change}."
+    law, target = result.law, result.target_batch_size
+    coef = ", ".join(f"{c:.4g}" for c in law.coef)
+    knee = f", k = {law.knee}" if law.knee is not None else ""
+    errors = result.held_out.errors
     held = (f"; its forward held-out errors (each rung from the rungs below it) "
             f"{', '.join(f'{e:+.4f}' for e in errors)}" if errors else "")
-    others = [c for c in result.get("candidates", []) if c["form"] != law["form"]]
-    compared = "".join(f"; the {c['form']} law's held-out excess {math.sqrt(c['held_out_excess']):.4f}" for c in others)
-    line = (f"Law: accuracy = {FORM_TEXT[law['form']]} ({law['form']}; coefficients {coef}{knee}), fitted on "
-            f"{len(result['points'])} runs at B' = {', '.join(map(str, law['window']))}{held}{compared}.")
-    if result["predicted_accuracy"] is None:
-        return (f"{line} **No prediction**: the law gives {result['law_at_target']:.3f} at B = {target}, not an "
-                f"accuracy. {_capital(result['verdict'])}; {result['what_to_change']}.")
-    low, high = result["prediction_interval"]
-    warning = (f"\n\n**Law does not hold**: {result['verdict']}; {result['what_to_change']}."
-               if result.get("verdict") else "")
-    return (f"{line} Predicted for one launch at B = {target}: **{result['predicted_accuracy']:.4f} "
-            f"[{low:.4f}, {high:.4f}]** ({result['level']:.0%} interval).\n\n{parts_table(result)}\n\n"
+    others = [c for c in result.candidates or () if c.form != law.form]
+    compared = "".join(f"; the {c.form} law's held-out excess {math.sqrt(c.held_out_excess):.4f}" for c in others)
+    line = (f"Law: accuracy = {FORM_TEXT[law.form]} ({law.form}; coefficients {coef}{knee}), fitted on "
+            f"{len(result.points)} runs at B' = {', '.join(map(str, law.window))}{held}{compared}.")
+    if result.predicted_accuracy is None:
+        return (f"{line} **No prediction**: the law gives {result.law_at_target:.3f} at B = {target}, not an "
+                f"accuracy. {_capital(result.verdict)}; {result.what_to_change}.")
+    low, high = result.prediction_interval
+    warning = (f"\n\n**Law does not hold**: {result.verdict}; {result.what_to_change}." if result.verdict else "")
+    return (f"{line} Predicted for one launch at B = {target}: **{result.predicted_accuracy:.4f} "
+            f"[{low:.4f}, {high:.4f}]** ({result.level:.0%} interval).\n\n{parts_table(result)}\n\n"
             f"{launch_spread_text(result)}{warning}")
 
 
-def prediction_text(result: dict) -> str:
+def prediction_text(result: FitResult) -> str:
     """One line for a terminal: the prediction and its interval, or why there is none."""
-    if result.get("predicted_accuracy") is None:
+    if result.predicted_accuracy is None:
         return "no prediction (the law's value at the target is not an accuracy)"
-    low, high = result["prediction_interval"]
-    return f"predicted {result['predicted_accuracy']:.4f} [{low:.4f}, {high:.4f}]"
+    low, high = result.prediction_interval
+    return f"predicted {result.predicted_accuracy:.4f} [{low:.4f}, {high:.4f}]"
 
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def write_fit_report(result: dict, out: Path) -> None:
+def write_fit_report(result: FitResult, out: Path) -> None:
     write_text_atomic(out / "fit.md", f"# Batch law\n\n{fit_markdown(result)}\n\n![batch law](scaling_law.png)\n")

@@ -52,6 +52,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from tanplan.outcomes.fit import (ComparedForm, FittedLaw, HeldOutErrors, IntervalParts, LaunchSpread,
+                                  PredictionRecord)
+
 FORMS = ("knee", "noise", "flat", "log-linear")
 AUTO_FORMS = ("knee", "noise")  # law "auto" chooses between these by held-out error
 LACK_OF_FIT_ALPHA = 0.05  # a form "fits" a window unless its lack-of-fit test rejects at this level
@@ -152,8 +155,8 @@ class Spread:
         var = float(a @ np.asarray(self.cov) @ a)
         return float(min(max(2 * self.at(b) ** 2 / var, 2.0), max(self.dof, 2))) if var > 0 else float(self.dof)
 
-    def to_dict(self) -> dict:
-        return {"v0": self.v0, "v1": self.v1, "dof": self.dof}
+    def record(self) -> LaunchSpread:
+        return LaunchSpread(v0=self.v0, v1=self.v1, dof=self.dof)
 
 
 def fit_spread(rungs: Sequence[Rung], alpha: float = SPREAD_ALPHA) -> Spread:
@@ -229,9 +232,9 @@ class Law:
         x = self.x(b)
         return float(x @ np.asarray(self.xtx_inv) @ x)
 
-    def to_dict(self) -> dict:
-        return {"form": self.form, "window": list(self.window), "knee": self.knee, "coef": list(self.coef),
-                "lack_of_fit_p": self.lack_of_fit_p}
+    def record(self) -> FittedLaw:
+        return FittedLaw(form=self.form, window=self.window, knee=self.knee, coef=self.coef,
+                         lack_of_fit_p=self.lack_of_fit_p)
 
 
 def _weighted_fit(rungs: Sequence[Rung], form: str, knee: int | None, v: np.ndarray):
@@ -329,7 +332,7 @@ def held_out(rungs: Sequence[Rung], form: str) -> HeldOut:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Candidate:
+class LawCandidate:
     """One form on its window: the law, its forward held-out errors, the launch's spread where it meets the
     target, and Var(law's mean at the target)."""
 
@@ -338,10 +341,11 @@ class Candidate:
     spread: Spread
     var_mean: float
 
-    def to_dict(self) -> dict:
-        return {"form": self.law.form, "window": list(self.law.window), "knee": self.law.knee,
-                "lack_of_fit_p": self.law.lack_of_fit_p, "held_out": dict(zip(self.held.batch_sizes, self.held.errors)),
-                "held_out_excess": self.held.excess, "var_mean": self.var_mean}
+    def record(self) -> ComparedForm:
+        return ComparedForm(form=self.law.form, window=self.law.window, knee=self.law.knee,
+                            lack_of_fit_p=self.law.lack_of_fit_p,
+                            held_out=dict(zip(self.held.batch_sizes, self.held.errors)),
+                            held_out_excess=self.held.excess, var_mean=self.var_mean)
 
 
 def window_of(rungs: Sequence[Rung], form: str, alpha: float = LACK_OF_FIT_ALPHA) -> list[Rung]:
@@ -357,7 +361,7 @@ def window_of(rungs: Sequence[Rung], form: str, alpha: float = LACK_OF_FIT_ALPHA
     return list(rungs[starts[-1]:]) if len(starts) else list(rungs)
 
 
-def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> Candidate:
+def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCandidate:
     """The form on its window, with the spread of the rungs where it meets the target: the knee form's
     plateau (rungs ≥ k, or the top two when the plateau is one rung), every rung of the window otherwise."""
     window = window_of(rungs, form)
@@ -371,10 +375,10 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> Candi
         # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
         past = held.where(lambda i: held.batch_sizes[i] > law.knee)
         held = past if past.errors else held
-    return Candidate(law=law, held=held, spread=fit_spread(regime), var_mean=law.mean_variance(target_batch_size))
+    return LawCandidate(law=law, held=held, spread=fit_spread(regime), var_mean=law.mean_variance(target_batch_size))
 
 
-def choose(cands: Sequence[Candidate]) -> Candidate:
+def choose(cands: Sequence[LawCandidate]) -> LawCandidate:
     """The law of record: the candidate whose held-out error exceeds what seed noise explains the least (its
     misspecification), the first form (the knee) on a tie. A few held-out rungs cannot tell the forms'
     errors apart at the scale of seed noise, so the knee law stands unless its own errors show it wrong
@@ -387,7 +391,7 @@ class Prediction:
     """The launch's expected accuracy at the target and a `level` interval for ONE launch, with its parts."""
 
     target_batch_size: int
-    chosen: Candidate
+    chosen: LawCandidate
     mean: float
     var_mean: float  # the law's mean at B: coefficients' uncertainty
     var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
@@ -395,7 +399,7 @@ class Prediction:
     var_test_sets: float  # NOT in the interval: proxies and launch evaluated on different test sets (binomial)
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
-    candidates: tuple[Candidate, ...] = field(default=())
+    candidates: tuple[LawCandidate, ...] = field(default=())
 
     @property
     def law(self) -> Law:
@@ -417,20 +421,20 @@ class Prediction:
     def interval(self) -> tuple[float, float]:
         return self.mean - self.half_width, self.mean + self.half_width
 
-    def to_dict(self) -> dict:
-        low, high = self.interval
-        return {
-            "predicted_accuracy": self.mean, "prediction_interval": [low, high], "level": self.level,
-            "half_width": self.half_width, "quantile": self.quantile, "form": self.law.form,
-            "window": list(self.law.window), "law": self.law.to_dict(), "spread": self.spread.to_dict(),
-            "parts": {"mean": self.var_mean, "launch": self.var_launch, "misspecification": self.var_misspecification},
-            "std_parts": {"mean": math.sqrt(self.var_mean), "launch": math.sqrt(self.var_launch),
-                          "misspecification": math.sqrt(self.var_misspecification)},
-            "test_sets_std": math.sqrt(self.var_test_sets),
-            "held_out": {"batch_sizes": list(self.chosen.held.batch_sizes), "errors": list(self.chosen.held.errors),
-                         "excess": self.chosen.held.excess},
-            "candidates": [c.to_dict() for c in self.candidates], "target_batch_size": self.target_batch_size,
-        }
+    def record(self) -> PredictionRecord:
+        """The prediction as fit.json and ladder.json record it."""
+        chosen = self.chosen
+        return PredictionRecord(
+            predicted_accuracy=self.mean, prediction_interval=self.interval, level=self.level,
+            half_width=self.half_width, quantile=self.quantile, form=self.law.form, window=self.law.window,
+            law=self.law.record(), spread=self.spread.record(),
+            parts=IntervalParts(mean=self.var_mean, launch=self.var_launch, misspecification=self.var_misspecification),
+            std_parts=IntervalParts(mean=math.sqrt(self.var_mean), launch=math.sqrt(self.var_launch),
+                                    misspecification=math.sqrt(self.var_misspecification)),
+            test_sets_std=math.sqrt(self.var_test_sets),
+            held_out=HeldOutErrors(batch_sizes=chosen.held.batch_sizes, errors=chosen.held.errors,
+                                   excess=chosen.held.excess),
+            candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size)
 
 
 def forms_of(law: str) -> tuple[str, ...]:
@@ -505,5 +509,5 @@ def verdict(prediction: Prediction) -> tuple[str, str] | None:
 
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
-           "held_out", "Candidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "predict",
+           "held_out", "LawCandidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "predict",
            "verdict"]

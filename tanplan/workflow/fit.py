@@ -1,5 +1,7 @@
 """`tanplan fit`: train proxies at several batch sizes (constant η_step and S), fit the batch law and predict
-one launch at the target (tanplan.workflow.batch_law); and the privacy-parameter search at constant η and σ (TAN §4.3, Tables 3-4).
+one launch at the target (tanplan.workflow.batch_law); the privacy-parameter search at constant η and σ (TAN
+§4.3, Tables 3-4) and the dataset-size study (§4.4, Table 5). A sweep's best.json is read by
+tanplan.workflow.best.
 
 Every run is one call of the engine (tanplan.engine.loop.train_and_evaluate) on a config derived from the
 experiment's: a proxy is `train.proxy_batch_size = B'`, so σ' = σ·B'/B comes from the one Plan.
@@ -13,52 +15,27 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
-from tanplan.config import MAX_STEPS, Config
+from tanplan.config import MAX_STEPS, Config, config_to_toml
+from tanplan.data.dataset import with_train_examples
+from tanplan.engine import loop
+from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.fit import DataMember, FitResult, ProxyRun, StepsMember
 from tanplan.outcomes.run_summary import RunSummary
+from tanplan.privacy.plan import plan_from_config, with_dataset_size
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow.batch_law import forms_of, predict, verdict
 
 
-def load_best_overrides(path: str | Path | None) -> dict:
-    """The dotted overrides of the best sweep configuration (best.json from `tanplan sweep`)."""
-    if not path:
-        return {}
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"--best {path} is not allowed: no such file (give the best.json a sweep wrote)")
-    try:
-        best = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise UsageError(f"--best {path} is not a text file: give the best.json a sweep wrote") from None
-    except json.JSONDecodeError as err:
-        raise UsageError(f"--best {path} is not valid JSON: {err.msg} at line {err.lineno}") from None
-    if not isinstance(best, dict):
-        raise UsageError(f"--best {path} holds a JSON {type(best).__name__}, not an object: give the best.json a "
-                         "sweep wrote")
-    if isinstance(best.get("best"), dict):  # best.json of `tanplan sweep`: {"best": {"overrides": {...}}}
-        best = best["best"]
-    overrides = best.get("overrides")
-    if not isinstance(overrides, dict):
-        raise UsageError(f"--best {path} has no 'overrides' object: give the best.json a sweep wrote")
-    bad = [key for key in overrides if not isinstance(key, str) or "." not in key]
-    if bad:
-        raise UsageError(f"--best {path}: override {bad[0]!r} is not allowed: keys are section.key, e.g. "
-                         "train.learning_rate")
-    return dict(overrides)
-
-
 def _default_train_fn():
-    from tanplan.engine.loop import train_and_evaluate
-
-    return train_and_evaluate
+    return loop.train_and_evaluate  # read when called: a test may put a fake engine there
 
 
 def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
-                 log=print, label: str = "fit", seed_offset: int = 0) -> list[dict]:
+                 log=print, label: str = "fit", seed_offset: int = 0) -> list[ProxyRun]:
     """Train the proxy at each batch size with `seeds` seeds (experiment seeds seed_offset, ... above the
     config's); one row per run."""
     train_fn = train_fn or _default_train_fn()
@@ -70,9 +47,9 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
             # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
             # from its checkpoint: no new release, no step trained twice
             summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
-            rows.append({"batch_size": int(b), "seed": seed, "test_accuracy": float(summary.test_accuracy),
-                         "sigma": float(summary.sigma), "steps": int(summary.steps),
-                         "wall_seconds": float(summary.wall_seconds)})
+            rows.append(ProxyRun(batch_size=int(b), seed=seed, test_accuracy=float(summary.test_accuracy),
+                                 sigma=float(summary.sigma), steps=int(summary.steps),
+                                 wall_seconds=float(summary.wall_seconds)))
             log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
                 f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
     return rows
@@ -82,8 +59,6 @@ def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
     """The RunSummary (summary.json, read back) of a run that finished in workdir with exactly this config (its
     config.toml, as the engine wrote it), all its planned steps taken; None otherwise (then the engine resumes
     or starts it; a summary.json outside the schema counts as none)."""
-    from tanplan.config import config_to_toml
-
     if workdir is None or not (workdir / "summary.json").is_file() or not (workdir / "config.toml").is_file():
         return None
     try:
@@ -98,7 +73,7 @@ def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
-                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> dict:
+                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> FitResult:
     """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
     target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error)."""
     check_batch_sizes(batch_sizes, cfg.train.batch_size)
@@ -120,32 +95,29 @@ def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = N
                          "(their scatter is the launch's own spread)")
 
 
-def fit_rows(rows: list[dict], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
-             started: float | None = None, test_sizes=(None, None)) -> dict:
+def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
+             started: float | None = None, test_sizes=(None, None)) -> FitResult:
     """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
-    at target_b: the dict of fit.json (batch_law.Prediction.to_dict, the verdict, the runs).
+    at target_b: what fit.json holds (batch_law.Prediction.record, the verdict, the runs).
 
     A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
     None (the law's value stays in law_at_target) and the verdict says the law does not hold.
     """
     started = time.perf_counter() if started is None else started
-    forms = forms_of(law)
-    prediction = predict([(r["batch_size"], r["test_accuracy"]) for r in rows], target_b, level=level, forms=forms,
+    rows = tuple(rows)
+    prediction = predict([(r.batch_size, r.test_accuracy) for r in rows], target_b, level=level, forms=forms_of(law),
                          test_sizes=test_sizes)
     why_not = verdict(prediction)
-    result = prediction.to_dict()
-    shown = 0.0 <= prediction.mean <= 1.0
-    result.update({
-        "law_setting": law, "model": prediction.law.form, "law_at_target": prediction.mean,
-        "predicted_accuracy": prediction.mean if shown else None,
-        "prediction_interval": result["prediction_interval"] if shown else None,
-        "law_holds": why_not is None, "verdict": why_not and why_not[0], "what_to_change": why_not and why_not[1],
-        "points": rows, "batch_sizes": sorted({r["batch_size"] for r in rows}),
-        "proxy_examples": sum(r["batch_size"] * r["steps"] for r in rows),
-        "wall_seconds": time.perf_counter() - started,
-    })
+    recorded = vars(prediction.record())
+    if not 0.0 <= prediction.mean <= 1.0:
+        recorded.update(predicted_accuracy=None, prediction_interval=None)
+    result = FitResult(
+        **recorded, law_setting=law, model=prediction.law.form, law_at_target=prediction.mean,
+        law_holds=why_not is None, verdict=why_not and why_not[0], what_to_change=why_not and why_not[1],
+        points=rows, batch_sizes=tuple(sorted({r.batch_size for r in rows})),
+        proxy_examples=sum(r.batch_size * r.steps for r in rows), wall_seconds=time.perf_counter() - started)
     if out is not None:
-        write_json_atomic(out / "fit.json", result)
+        write_json_atomic(out / "fit.json", result.to_dict())
         figure_scaling(result, out / "scaling_law.png")
     return result
 
@@ -175,15 +147,12 @@ def data_members(target, factors, available: int) -> list[tuple[float, int]]:
 
 
 def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
-                             train_fn: Callable | None = None, log=print) -> dict:
+                             train_fn: Callable | None = None, log=print) -> FitResult:
     """Constant η and σ: S' = S·k², B' = B/k, learning rate × 1/k², each simulated at proxy scale.
 
     The proxy of each member keeps the main proxy's savings B/B' (so the proxy σ is the same for all
     k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
     """
-    from tanplan.privacy.plan import plan_from_config
-    from tanplan.engine.setup import load_data
-
     dataset = load_data(cfg)
     target = plan_from_config(cfg, dataset.num_train)
     members = steps_members(target, factors, proxy_batch_size)
@@ -195,20 +164,19 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
             "train.learning_rate": cfg.train.learning_rate * target.steps / s,
         })
         runs = train_points(member_cfg, [proxy_b], seeds, out, train_fn=train_fn, log=log, label=f"k{k:g}")
-        accs = [r["test_accuracy"] for r in runs]
-        rows.append({"k": k, "batch_size": b, "steps": s, "sigma": target.sigma, "eta": member.eta,
-                     "learning_rate": cfg.train.learning_rate * target.steps / s, "proxy_batch_size": proxy_b,
-                     "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs),
-                     "eps_rdp": member.epsilon("rdp")})
-    best = max(rows, key=lambda r: r["mean_accuracy"])
-    result = {"members": rows, "best": best}
+        accs = [r.test_accuracy for r in runs]
+        rows.append(StepsMember(k=k, batch_size=b, steps=s, sigma=target.sigma, eta=member.eta,
+                                learning_rate=cfg.train.learning_rate * target.steps / s, proxy_batch_size=proxy_b,
+                                mean_accuracy=statistics.fmean(accs), std_accuracy=statistics.pstdev(accs),
+                                eps_rdp=member.epsilon("rdp")))
+    result = FitResult(members=tuple(rows), best=max(rows, key=lambda r: r.mean_accuracy))
     if out is not None:
-        write_json_atomic(out / "privacy_search.json", result)
+        write_json_atomic(out / "privacy_search.json", result.to_dict())
     return result
 
 
 def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
-                       train_fn: Callable | None = None, log=print) -> dict:
+                       train_fn: Callable | None = None, log=print) -> FitResult:
     """TAN §4.4, Table 5: N' = k·N at fixed (B, σ, S), δ = 1/N', each simulated at proxy scale.
 
     q = B/N' and so η fall as N' grows: ε drops while the global signal-to-noise N'·η stays constant.
@@ -216,10 +184,6 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
     Factors above 1 need more training data than the config uses: they are skipped when absent.
     """
-    from tanplan.data.dataset import with_train_examples
-    from tanplan.privacy.plan import plan_from_config, with_dataset_size
-    from tanplan.engine.setup import load_data
-
     full = load_data(cfg.with_overrides({"data.train_examples": 0}))
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
     target = plan_from_config(cfg, base_n)
@@ -239,15 +203,16 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
                                          "privacy.delta": member.delta})
         runs = train_points(member_cfg, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,
                             label=f"n{n}")
-        accs = [r["test_accuracy"] for r in runs]
-        rows.append({"k": k, "dataset_size": n, "batch_size": target.batch_size, "steps": target.steps,
-                     "sigma": target.sigma, "delta": member.delta, "q": member.q, "eta": member.eta,
-                     "eps_tan": member.eps_tan, "eps_rdp": member.epsilon("rdp"), "proxy_batch_size": proxy_batch_size,
-                     "mean_accuracy": statistics.fmean(accs), "std_accuracy": statistics.pstdev(accs)})
-    result = {"members": rows}
+        accs = [r.test_accuracy for r in runs]
+        rows.append(DataMember(k=k, dataset_size=n, batch_size=target.batch_size, steps=target.steps,
+                               sigma=target.sigma, delta=member.delta, q=member.q, eta=member.eta,
+                               eps_tan=member.eps_tan, eps_rdp=member.epsilon("rdp"), proxy_batch_size=proxy_batch_size,
+                               mean_accuracy=statistics.fmean(accs), std_accuracy=statistics.pstdev(accs)))
+    result = FitResult(members=tuple(rows))
     if out is not None:
-        write_json_atomic(out / "dataset_sizes.json", result)
+        write_json_atomic(out / "dataset_sizes.json", result.to_dict())
     return result
 
 
-__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "privacy_parameter_search", "dataset_size_study", "load_best_overrides"]
+__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "finished_run", "steps_members",
+           "data_members", "privacy_parameter_search", "dataset_size_study"]

@@ -26,6 +26,8 @@ the replay of experiments/calibration.py call it alike.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass
@@ -37,8 +39,13 @@ import numpy as np
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.fit import (FitResult, LadderProgress, LadderResult, LadderRung, LadderStep, LadderSummary,
+                                  ProxyRun)
+from tanplan.reports.fit import write_fit_report
+from tanplan.reports.ladder import write_ladder_report
 from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
                                         shrunk_variances, verdict)
+from tanplan.workflow.fit import fit_rows, train_points
 
 LADDER_FILE = "ladder.json"
 
@@ -81,15 +88,6 @@ def budget_of(cfg: Config) -> Budget:
                   f.law_share)
 
 
-@dataclass(frozen=True)
-class Step:
-    """The ladder's next runs: `seeds` more seeds at `batch_size`, and why."""
-
-    batch_size: int
-    seeds: int
-    why: str
-
-
 def spent(rungs: Sequence[Rung]) -> int:
     """Σ seeds·B' of these rungs (examples a step)."""
     return sum(r.n * r.batch_size for r in rungs)
@@ -103,12 +101,12 @@ def law_is_narrow(prediction: Prediction, law_share: float) -> bool:
     return measured and prediction.var_mean + prediction.var_misspecification <= law_share**2 * prediction.var_launch
 
 
-def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budget) -> Step | None:
+def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budget) -> LadderStep | None:
     """The ladder's next runs, or None when it is done (narrow enough, or the budget is spent).
 
         >>> b = Budget(16, 4096, 4, 1024, 0.5)
         >>> next_step([], None, b)
-        Step(batch_size=16, seeds=4, why='a first rung')
+        LadderStep(batch_size=16, seeds=4, why='a first rung')
         >>> next_step([Rung(16, (0.7,) * 4), Rung(32, (0.8,) * 4)], None, b).batch_size
         64
     """
@@ -118,17 +116,19 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
     climb = next((b for b in budget.sizes if b not in done), None)
     if len(rungs) < MIN_WINDOW or prediction is None:
         if climb is not None and budget.seeds * climb <= left:
-            return Step(climb, budget.seeds, "a first rung" if not rungs else f"the law needs {MIN_WINDOW} rungs")
+            return LadderStep(batch_size=climb, seeds=budget.seeds,
+                              why="a first rung" if not rungs else f"the law needs {MIN_WINDOW} rungs")
         return None
     if law_is_narrow(prediction, budget.law_share):
         return None
     if climb is not None and budget.seeds * climb <= left:
-        return Step(climb, budget.seeds, "the law's part of the interval is wide: a rung nearer the target")
+        return LadderStep(batch_size=climb, seeds=budget.seeds,
+                          why="the law's part of the interval is wide: a rung nearer the target")
     seed = best_seed(rungs, prediction, left)
     if seed is None:
         return None
-    return Step(seed, 1, "the law's part of the interval is wide and the next rung would leave the budget: "
-                         "a seed where it narrows the law's mean the most per example")
+    return LadderStep(batch_size=seed, seeds=1, why="the law's part of the interval is wide and the next rung would "
+                      "leave the budget: a seed where it narrows the law's mean the most per example")
 
 
 def best_seed(rungs: Sequence[Rung], prediction: Prediction, left: float) -> int | None:
@@ -163,7 +163,7 @@ class LadderOutcome:
 
     rungs: tuple[Rung, ...]
     prediction: Prediction | None
-    steps: tuple[Step, ...]
+    steps: tuple[LadderStep, ...]
     budget: Budget
 
     @property
@@ -177,13 +177,13 @@ class LadderOutcome:
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
           level: float = 0.95, forms: Sequence[str] = ("knee",),
-          on_step: Callable[[Step, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
+          on_step: Callable[[LadderStep, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
     """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
 
     The pipeline passes the engine; experiments/calibration.py passes draws from a pool of measured runs.
     """
     rows: list[tuple[int, float]] = []
-    steps: list[Step] = []
+    steps: list[LadderStep] = []
     prediction = _predict(rows, budget, test_sizes, level, forms)
     while (step := next_step(rungs_of(rows), prediction, budget)) is not None:
         steps.append(step)
@@ -224,19 +224,17 @@ def check_ladder(cfg: Config) -> Budget:
 
 
 def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               test_sizes=(None, None)) -> dict:
-    """Climb cfg's ladder (its own hyper-parameters) until the rule stops; the result dict (ladder.json).
+               test_sizes=(None, None)) -> LadderResult:
+    """Climb cfg's ladder (its own hyper-parameters) until the rule stops; the result (ladder.json).
 
     out/ladder.json is written after every run: a rerun into the same folder with the same config reuses
     the runs already trained. With out, also ladder.png and ladder.md.
     """
-    from tanplan.workflow.fit import train_points
-
     started = time.perf_counter()
     budget = check_ladder(cfg)
     basis = _basis(cfg)
     reusable = _reusable_rows(out, basis)
-    rows: list[dict] = []
+    rows: list[ProxyRun] = []
     next_seed: dict[int, int] = {}
 
     def train(b: int, seeds: int) -> list[float]:
@@ -250,14 +248,14 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
                                    seed_offset=seed)[0]
             else:
                 log(f"  ladder: B'={b} seed={seed} reused from {out / LADDER_FILE}")
-            row["source"] = "ladder"
+            row = dataclasses.replace(row, source="ladder")
             rows.append(row)
-            new.append(row["test_accuracy"])
+            new.append(row.test_accuracy)
             if out is not None:
-                write_json_atomic(out / LADDER_FILE, {"basis": basis, "points": rows, "partial": True})
+                write_json_atomic(out / LADDER_FILE, LadderProgress(basis=basis, points=tuple(rows)).to_dict())
         return new
 
-    def on_step(step: Step, rungs, prediction):
+    def on_step(step: LadderStep, rungs, prediction):
         if prediction is not None:
             log(f"  ladder: {_prediction_line(prediction)}")
 
@@ -265,34 +263,30 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     outcome = climb(train, budget, test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
     result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)
     if out is not None:
-        write_json_atomic(out / LADDER_FILE, result)
-        from tanplan.reports.ladder import write_ladder_report
-
+        write_json_atomic(out / LADDER_FILE, result.to_dict())
         write_ladder_report(result, out)
     return result
 
 
 def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               test_sizes=(None, None)) -> dict:
+               test_sizes=(None, None)) -> FitResult:
     """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then its law's fit.json and fit.md in out.
 
-    The fit result (tanplan.workflow.fit.fit_rows) with a "ladder" key; when the ladder could not fit a law
-    within its budget, only {"ladder": ...}.
+    The fit result (tanplan.workflow.fit.fit_rows) with its `ladder`; when the ladder could not fit a law
+    within its budget, only the ladder.
     """
-    from tanplan.reports.fit import write_fit_report
-    from tanplan.workflow.fit import fit_rows
-
     check_ladder(cfg)
     found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log,
                        test_sizes=test_sizes)
-    summary = {k: found[k] for k in ("found", "reason", "what_to_change", "spent_fraction", "window")}
-    if found["prediction"] is None:
-        return {"ladder": summary}
-    rows = [p for p in found["points"] if p.get("source") == "ladder"]
+    summary = LadderSummary(found=found.found, reason=found.reason, what_to_change=found.what_to_change,
+                            spent_fraction=found.spent_fraction, window=found.window)
+    if found.prediction is None:
+        return FitResult(ladder=summary)
+    rows = [p for p in found.points if p.source == "ladder"]
     result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes)
     if out is not None:
         write_fit_report(result, out)
-    return {**result, "ladder": summary}
+    return dataclasses.replace(result, ladder=summary)
 
 
 def _prediction_line(p: Prediction) -> str:
@@ -302,26 +296,27 @@ def _prediction_line(p: Prediction) -> str:
             f"misspecification {math.sqrt(p.var_misspecification):.4f})")
 
 
-def ladder_result(outcome: LadderOutcome, cfg: Config, rows: list[dict], basis: dict, wall: float,
-                  test_sizes=(None, None)) -> dict:
-    """The ladder's JSON: rungs, steps, the prediction and its parts, the budget, whether to launch."""
+def ladder_result(outcome: LadderOutcome, cfg: Config, rows: Sequence[ProxyRun], basis: dict, wall: float,
+                  test_sizes=(None, None)) -> LadderResult:
+    """The ladder's record: rungs, steps, the prediction and its parts, the budget, whether to launch."""
     target, steps = cfg.train.batch_size, cfg.train.steps
     refusal = outcome.refusal
-    sigma = {int(r["batch_size"]): r.get("sigma") for r in rows}
-    return {
-        "found": refusal is None, "reason": _reason(outcome), "what_to_change": refusal and refusal[1],
-        "rungs": [{"batch_size": r.batch_size, "accuracies": list(r.accuracies), "mean": r.mean, "std": r.std,
-                   "seeds": r.n, "sigma": sigma.get(r.batch_size)} for r in outcome.rungs],
-        "steps": [{"batch_size": s.batch_size, "seeds": s.seeds, "why": s.why} for s in outcome.steps],
-        "prediction": outcome.prediction.to_dict() if outcome.prediction is not None else None,
-        "window": list(outcome.prediction.law.window) if outcome.prediction is not None else [],
-        "target_batch_size": target, "steps_per_run": steps, "start": cfg.fit.ladder_start,
-        "seeds": cfg.fit.ladder_seeds, "law_share": cfg.fit.law_share, "law_setting": cfg.fit.law,
-        "budget_per_step": outcome.budget.per_step, "budget_fraction": outcome.budget.per_step / target,
-        "max_proxy_fraction": cfg.fit.max_proxy_fraction, "min_proxy_budget": cfg.fit.min_proxy_budget,
-        "spent_fraction": sum(r["batch_size"] * r["steps"] for r in rows) / (target * steps),
-        "test_sizes": list(test_sizes), "points": rows, "basis": basis, "wall_seconds": wall,
-    }
+    sigma = {r.batch_size: r.sigma for r in rows}
+    prediction = outcome.prediction
+    return LadderResult(
+        found=refusal is None, reason=_reason(outcome), what_to_change=refusal and refusal[1],
+        rungs=tuple(LadderRung(batch_size=r.batch_size, accuracies=tuple(r.accuracies), mean=r.mean, std=r.std,
+                               seeds=r.n, sigma=sigma.get(r.batch_size)) for r in outcome.rungs),
+        steps=outcome.steps,
+        prediction=prediction.record() if prediction is not None else None,
+        window=tuple(prediction.law.window) if prediction is not None else (),
+        target_batch_size=target, steps_per_run=steps, start=cfg.fit.ladder_start,
+        seeds=cfg.fit.ladder_seeds, law_share=cfg.fit.law_share, law_setting=cfg.fit.law,
+        budget_per_step=outcome.budget.per_step, budget_fraction=outcome.budget.per_step / target,
+        max_proxy_fraction=cfg.fit.max_proxy_fraction, min_proxy_budget=cfg.fit.min_proxy_budget,
+        spent_fraction=sum(r.batch_size * r.steps for r in rows) / (target * steps),
+        test_sizes=tuple(test_sizes), points=tuple(rows), basis=basis, wall_seconds=wall,
+    )
 
 
 def _reason(outcome: LadderOutcome) -> str:
@@ -338,26 +333,23 @@ def _reason(outcome: LadderOutcome) -> str:
 
 def _basis(cfg: Config) -> dict:
     """What a ladder's runs depend on: every section a run reads, and the ladder's own settings."""
-    basis = {k: v for k, v in cfg.to_dict().items() if k not in ("sweep", "fit", "experiment")}
-    basis["experiment"] = {"seed": cfg.experiment.seed}
-    return basis
+    runs_read = {k: v for k, v in cfg.to_dict().items() if k not in ("sweep", "fit", "experiment")}
+    return {**runs_read, "experiment": {"seed": cfg.experiment.seed}}
 
 
-def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], dict]:
-    """{(batch size, seed): row} of the ladder's own runs in an earlier ladder.json with the same basis."""
-    import json
-
+def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], ProxyRun]:
+    """{(batch size, seed): run} of the ladder's own runs in an earlier ladder.json with the same basis."""
     path = out / LADDER_FILE if out is not None else None
     if path is None or not path.is_file():
         return {}
     try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
+        old = LadderProgress.within(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # not a ladder.json this version wrote
         return {}
-    if json.loads(json.dumps(basis)) != old.get("basis"):
+    if json.loads(json.dumps(basis)) != old.basis:
         return {}
-    return {(int(r["batch_size"]), int(r["seed"])): r for r in old.get("points", []) if r.get("source") == "ladder"}
+    return {(int(r.batch_size), int(r.seed)): r for r in old.points if r.source == "ladder"}
 
 
-__all__ = ["LADDER_FILE", "Budget", "budget_of", "Step", "spent", "law_is_narrow", "next_step", "best_seed",
+__all__ = ["LADDER_FILE", "Budget", "budget_of", "spent", "law_is_narrow", "next_step", "best_seed",
            "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]

@@ -264,8 +264,8 @@ class Simulation:
             self.diverged[c.steps] = str(err)
             self.log(f"  S{c.steps}: diverged, left out of the law: {err}")
             return
-        self.points += [{**r, "candidate_steps": c.steps, "candidate_batch_size": c.batch_size} for r in runs]
-        self.runs[c.steps] = [r["test_accuracy"] for r in runs]
+        self.points += [{**r.to_dict(), "candidate_steps": c.steps, "candidate_batch_size": c.batch_size} for r in runs]
+        self.runs[c.steps] = [r.test_accuracy for r in runs]
 
     def law(self) -> tuple[FrontierLaw, LawRange]:
         """The law over the widest run of simulated S that passes its tests (frontier_law.widest_fit)."""

@@ -38,8 +38,6 @@ from tanplan.privacy import accounting
 from tanplan.privacy.accounting import dp_sgd_event
 from tanplan.privacy.mechanism import resolve_plan
 from tanplan.privacy.plan import default_delta, plan_from_config
-from tanplan.workflow.fit import data_members, steps_members
-from tanplan.workflow.ladder import budget_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +154,7 @@ def vary_parts(proxies: Config, dataset_size: int, vary: str, factors, proxy_bat
     """`fit --vary steps` (members (B/k, S·k²) at σ, each by its proxy B'/k) or `--vary data` (members on
     N' = k·N examples at (B, σ, S), each by its proxy B'), `seeds` runs a member: the members of
     tanplan.workflow.fit.steps_members / data_members."""
+    from tanplan.workflow.fit import data_members, steps_members  # lazy: JAX (the engine); the API imports this module
     target = plan_from_config(proxies, dataset_size)
     events: tuple = ()
     if vary == "steps":
@@ -193,6 +192,7 @@ def ladder_counts(budget) -> dict[int, int]:
 
 def ladder_part(proxies: Config, dataset_size: int) -> Planned:
     """The ladder's runs, at most (ladder_counts of its budget)."""
+    from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through fit); the API imports this module
     counts = ladder_counts(budget_of(proxies))
     events: tuple = ()
     for b, n in counts.items():

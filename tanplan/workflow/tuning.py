@@ -32,7 +32,6 @@ import numpy as np
 from tanplan.config import Config
 from tanplan.data.dataset import row_digests, source_digests
 from tanplan.data.source import read_rows
-from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.outcomes.privacy_spent import TuningRecord
 from tanplan.privacy.mechanism import resolve_plan
@@ -142,7 +141,8 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     n = target.dataset_size
     if cfg.tuning.data == "private":
         return Tuning("private", f"the private training set ({n} examples)", cfg, n, n, proxy_data=private)
-    load = load or load_data
+    if load is None:
+        from tanplan.engine.setup import load_data as load  # lazy: JAX; the API (the planner's) imports this module
     public_cfg = cfg.with_overrides(public_data(cfg))
     public = load(public_cfg)
     if private is not None:
@@ -164,6 +164,8 @@ def for_config(cfg: Config, private=None) -> Tuning:
     """THE proxies of cfg, per [tuning]: load the private set (unless given), resolve the target plan on it
     (δ and σ checked there), then resolve() the tuning data. A non-private config protects nothing: its
     proxies train on its own data."""
+    from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
+
     check(cfg)
     private = private if private is not None else load_data(cfg)
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)

@@ -82,7 +82,7 @@ def test_the_interval_has_three_parts_and_a_wrong_form_shows_as_misspecification
     assert 0.006 < math.sqrt(p.var_launch) < 0.016 and p.var_launch == pytest.approx(p.spread.at(4096))
     flat = predict(data, 4096, forms=("flat",))  # the wrong form: its held-out error exceeds seed noise
     assert flat.var_misspecification > 10 * max(p.var_misspecification, 1e-6) and flat.half_width > p.half_width
-    assert p.to_dict()["std_parts"]["launch"] == pytest.approx(math.sqrt(p.var_launch))
+    assert p.record().std_parts.launch == pytest.approx(math.sqrt(p.var_launch))
 
 
 def test_held_out_predicts_each_rung_from_the_rungs_below_it_and_the_knee_law_counts_its_plateau():
@@ -122,7 +122,7 @@ def test_a_test_set_difference_is_reported_beside_the_interval_not_in_it():
     same, other = predict(data, 4096), predict(data, 4096, test_sizes=(1000, 1000))
     assert other.var_test_sets == pytest.approx(eval_set_variance(other.mean, 1000, 1000)) and same.var_test_sets == 0
     assert other.interval == same.interval
-    assert other.to_dict()["test_sets_std"] == pytest.approx(math.sqrt(other.var_test_sets))
+    assert other.record().test_sets_std == pytest.approx(math.sqrt(other.var_test_sets))
 
 
 def test_two_rungs_predict_from_the_top_one():

@@ -8,6 +8,7 @@ from tanplan.workflow import fit as fit_stage
 from tanplan.cli import main
 from tanplan.config import load_config
 from tanplan.errors import BudgetExceeded
+from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.launch import launch
 from fakes import SMALL, fake_train
 
@@ -18,10 +19,10 @@ def test_fit_recovers_the_law_and_trains_each_proxy_at_sigma_scaled_with_b(tmp_p
     train_fn = fake_train(law=lambda b: 0.85 - 1.0 / b, noise=0.002)
     result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, tmp_path, train_fn=train_fn, log=lambda *a: None,
                                      law="noise")
-    assert result["model"] == "noise" and result["law"]["coef"] == pytest.approx([0.85, -1.0], abs=0.05)
-    low, high = result["prediction_interval"]
+    assert result.model == "noise" and result.law.coef == pytest.approx([0.85, -1.0], abs=0.05)
+    low, high = result.prediction_interval
     assert low < 0.85 - 1.0 / 512 < high
-    sigmas = {p["batch_size"]: p["sigma"] for p in result["points"]}
+    sigmas = {p.batch_size: p.sigma for p in result.points}
     assert sigmas[32] == pytest.approx(2 * sigmas[16]) and sigmas[64] == pytest.approx(4 * sigmas[16])
     assert (tmp_path / "fit.json").is_file() and (tmp_path / "scaling_law.png").stat().st_size > 0
     assert len(train_fn.calls) == 6
@@ -31,11 +32,11 @@ def test_privacy_parameter_search_keeps_eta_and_scales_lr(tmp_path):
     cfg = load_config("experiments/mnist1d.toml", SMALL)
     result = fit_stage.privacy_parameter_search(cfg, [0.5, 1, 2], 32, 1, None, train_fn=fake_train(),
                                                 log=lambda *a: None)
-    etas = [m["eta"] for m in result["members"]]
+    etas = [m.eta for m in result.members]
     assert max(etas) == pytest.approx(min(etas), rel=0.02)  # only B/k rounding moves η
-    lrs = {m["k"]: m["learning_rate"] for m in result["members"]}
+    lrs = {m.k: m.learning_rate for m in result.members}
     assert lrs[2] == pytest.approx(lrs[1] / 4) and lrs[0.5] == pytest.approx(lrs[1] * 4)
-    assert result["best"] in result["members"]
+    assert result.best in result.members
 
 
 def test_over_budget_launch_is_refused_before_any_step(tmp_path):
@@ -58,7 +59,7 @@ def test_over_budget_launch_exits_3(tmp_path, capsys):
 def test_best_overrides_from_a_sweep_best_json(tmp_path):
     path = tmp_path / "best.json"
     path.write_text('{"best": {"overrides": {"train.learning_rate": 2.0}}}')
-    assert fit_stage.load_best_overrides(path) == {"train.learning_rate": 2.0}
+    assert load_best_overrides(path) == {"train.learning_rate": 2.0}
 
 
 def test_dataset_size_study_keeps_b_sigma_s_and_n_eta_while_epsilon_falls(tmp_path):
@@ -66,13 +67,13 @@ def test_dataset_size_study_keeps_b_sigma_s_and_n_eta_while_epsilon_falls(tmp_pa
     train_fn = fake_train()
     result = fit_stage.dataset_size_study(cfg, [0.25, 0.5, 1.0, 2.0], 32, 1, None, train_fn=train_fn,
                                           log=lambda *a: None)
-    members = result["members"]
-    assert [m["dataset_size"] for m in members] == [800, 1600]  # 400 < B and 3,200 > the data: skipped
-    assert len({m["sigma"] for m in members}) == 1 and len({m["steps"] for m in members}) == 1
-    n_eta = [m["dataset_size"] * m["eta"] for m in members]
+    members = result.members
+    assert [m.dataset_size for m in members] == [800, 1600]  # 400 < B and 3,200 > the data: skipped
+    assert len({m.sigma for m in members}) == 1 and len({m.steps for m in members}) == 1
+    n_eta = [m.dataset_size * m.eta for m in members]
     assert n_eta[0] == pytest.approx(n_eta[1])
-    assert members[0]["eps_rdp"] > members[1]["eps_rdp"]
-    assert [m["delta"] for m in members] == [800 ** -1.1, 1600 ** -1.1]  # the default δ of each size
+    assert members[0].eps_rdp > members[1].eps_rdp
+    assert [m.delta for m in members] == [800 ** -1.1, 1600 ** -1.1]  # the default δ of each size
     trained_on = [c.data.train_examples for c in train_fn.calls]
     assert trained_on == [800, 1600]
 
@@ -82,13 +83,13 @@ def test_a_law_whose_interval_leaves_0_1_is_flagged(tmp_path):
     steep = fake_train(law=lambda b: 0.1 + 0.35 * math.log(b / 16), noise=0.03)
     result = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=steep, log=lambda *a: None,
                                      law="log-linear")
-    assert result["law_at_target"] > 1 and not result["law_holds"]
-    assert result["predicted_accuracy"] is None and result["prediction_interval"] is None  # not an accuracy
+    assert result.law_at_target > 1 and not result.law_holds
+    assert result.predicted_accuracy is None and result.prediction_interval is None  # not an accuracy
     text = fit_markdown(result)
     assert "does not hold" in text and "No prediction" in text and "Predicted for one launch" not in text
     flat = fit_stage.fit_batch_law(cfg, [16, 32, 64], 2, None, train_fn=fake_train(law=lambda b: 0.8),
                                    log=lambda *a: None)
-    assert flat["law_holds"] and flat["verdict"] is None
+    assert flat.law_holds and flat.verdict is None
 
 
 def test_fewer_than_two_seeds_a_size_is_refused_for_the_law():

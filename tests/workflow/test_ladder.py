@@ -114,32 +114,32 @@ def test_ladder_trains_within_budget_writes_its_report_and_a_rerun_reuses_its_ru
     cfg = load_config(CONFIG, SMALL)  # B = 512: budget 1024 (the floor), rungs 16 ... 256
     train_fn = fake_train(law=CURVE, noise=0.01)
     result = run_ladder(cfg, tmp_path, train_fn=train_fn, log=quiet)
-    assert result["found"] and result["prediction"]["predicted_accuracy"] == pytest.approx(CURVE(512), abs=0.03)
-    seeds = {r["batch_size"]: r["seeds"] for r in result["rungs"]}
+    assert result.found and result.prediction.predicted_accuracy == pytest.approx(CURVE(512), abs=0.03)
+    seeds = {r.batch_size: r.seeds for r in result.rungs}
     assert list(seeds)[:3] == [16, 32, 64] and min(seeds.values()) >= cfg.fit.ladder_seeds
     assert sum(b * n for b, n in seeds.items()) <= budget_of(cfg).per_step and len(train_fn.calls) == sum(seeds.values())
-    sigmas = {r["batch_size"]: r["sigma"] for r in result["rungs"]}
+    sigmas = {r.batch_size: r.sigma for r in result.rungs}
     assert sigmas[64] == pytest.approx(4 * sigmas[16])  # constant η_step: σ' ∝ B'
     for name in ("ladder.json", "ladder.png", "ladder.md"):
         assert (tmp_path / name).stat().st_size > 0
     assert "Steps: B'=16 × 4" in (tmp_path / "ladder.md").read_text()
     again = fake_train(law=CURVE, noise=0.01)
     rerun = run_ladder(cfg, tmp_path, train_fn=again, log=quiet)
-    assert again.calls == [] and rerun["rungs"] == result["rungs"]
+    assert again.calls == [] and rerun.rungs == result.rungs
 
 
 def test_a_target_of_1024_runs_the_ladder_with_the_default_fit_section(tmp_path):
     cfg = load_config(CONFIG, ["data.num_samples=2000", "train.batch_size=1024", "train.steps=20"])
     assert cfg.fit == type(cfg.fit)()  # the demo config's [fit] is the defaults'
     result = run_ladder(cfg, tmp_path, train_fn=fake_train(law=CURVE, noise=0.01), log=quiet)
-    assert result["found"] and 3 <= len(result["rungs"]) and result["spent_fraction"] <= 1.0
+    assert result.found and 3 <= len(result.rungs) and result.spent_fraction <= 1.0
 
 
 def test_tanplan_fit_auto_writes_the_law_of_the_ladders_runs(tmp_path):
     cfg = load_config(CONFIG, SMALL)
     result = ladder_fit(cfg, tmp_path, train_fn=fake_train(law=CURVE, noise=0.01), log=quiet)
-    assert result["ladder"]["found"] and result["batch_sizes"][0] == 16
-    assert result["predicted_accuracy"] == pytest.approx(CURVE(512), abs=0.03)
+    assert result.ladder.found and result.batch_sizes[0] == 16
+    assert result.predicted_accuracy == pytest.approx(CURVE(512), abs=0.03)
     assert (tmp_path / "fit.md").is_file() and (tmp_path / "ladder" / "ladder.png").is_file()
     assert "one launch's own spread" in (tmp_path / "fit.md").read_text()
 
@@ -157,7 +157,7 @@ def engine(monkeypatch):
 
         def fake_sweep(spec, out, **kwargs):
             out.mkdir(parents=True, exist_ok=True)
-            state["sweep_proxy"] = spec.proxy["batch_size"]
+            state["sweep_proxy"] = spec.proxy.batch_size
             return {"best": {"overrides": {"train.learning_rate": 2.5}}}
 
         def fake_launch(cfg, out, progress=True, resume=False):

@@ -46,10 +46,10 @@ fake_train = fake_sweep_train()
 def test_prepare_pins_the_target_sigma_and_sets_the_proxy(base_spec):
     spec = base_spec
     assert spec.base["train"]["proxy_batch_size"] == 64
-    assert spec.base["privacy"]["sigma"] == spec.target["sigma"] == 2.0
-    assert spec.proxy["sigma"] == pytest.approx(2.0 * 64 / 512)  # σ' = σ·B'/B
-    assert spec.proxy["eta_step"] == pytest.approx(spec.target["eta_step"])  # constant η_step
-    assert spec.proxy["steps"] == spec.target["steps"] == 6
+    assert spec.base["privacy"]["sigma"] == spec.target.sigma == 2.0
+    assert spec.proxy.sigma == pytest.approx(2.0 * 64 / 512)  # σ' = σ·B'/B
+    assert spec.proxy.eta_step == pytest.approx(spec.target.eta_step)  # constant η_step
+    assert spec.proxy.steps == spec.target.steps == 6
     assert "sweep" not in spec.base
 
 
@@ -174,11 +174,11 @@ def test_rerun_jobs_cover_top_k_distinct_configurations(tmp_path, base_spec):
                                                    value=acc, user_attrs={"seed": number}))
     jobs = sweep.rerun_jobs(search, reruns, spec)
     # trial 2 repeats trial 1's parameters: the top 2 distinct configurations are trials 1 and 3
-    assert sorted({j["trial"] for j in jobs}) == [1, 3] and len(jobs) == 6
-    assert {j["seed"] for j in jobs if j["trial"] == 1} == {1001, 2001, 3001}
+    assert sorted({j.trial for j in jobs}) == [1, 3] and len(jobs) == 6
+    assert {j.seed for j in jobs if j.trial == 1} == {1001, 2001, 3001}
     first = jobs[0]
-    reruns.add_trial(optuna.trial.create_trial(params=first["params"], distributions=dists, value=0.9,
-                                               user_attrs={"source_trial": first["trial"], "seed": first["seed"]}))
+    reruns.add_trial(optuna.trial.create_trial(params=first.params, distributions=dists, value=0.9,
+                                               user_attrs={"source_trial": first.trial, "seed": first.seed}))
     assert len(sweep.rerun_jobs(search, reruns, spec)) == 5  # what ran is not run again
 
 

@@ -102,7 +102,7 @@ def test_fake_objective_search_reruns_results_and_extension(tmp_path, local_ray)
     assert best["best"]["trial"] == means.idxmax()  # ranked by the mean over seeds ...
     assert best["best"]["mean_accuracy"] == pytest.approx(means.max())
     assert best["best"]["std_accuracy"] is not None  # ... with the spread shown
-    assert best == json.loads(json.dumps(summary))
+    assert best == json.loads(json.dumps(summary.to_dict()))
     assert best["best"]["overrides"]["train.learning_rate"] == best["best"]["params"]["learning_rate"]
     for name in ("sweep_accuracy.png", "sweep_importance.png", "sweep.md", "study.sqlite3"):
         assert (out / name).stat().st_size > 0, name

@@ -58,19 +58,19 @@ def test_results_rank_the_top_k_by_mean_over_seeds(tmp_path, spec):
     search, reruns = _fill(tmp_path, spec, TRIALS, {2: [0.70, 0.74, 0.72], 0: [0.79, 0.81, 0.80]})
     summary = sweep_report.write_results(tmp_path, spec, search, reruns)
 
-    assert [r["trial"] for r in summary["ranking"]] == [0, 2]
-    best = summary["best"]
-    assert best["trial"] == 0 and summary["ranked_by"].startswith("mean over re-runs") and best["flags"] == []
-    assert best["mean_accuracy"] == pytest.approx(0.80)
-    assert best["std_accuracy"] == pytest.approx(statistics.stdev([0.79, 0.81, 0.80]))
-    assert (best["min_accuracy"], best["max_accuracy"], best["reruns"]) == (0.79, 0.81, 3)
-    assert best["search_accuracy"] == 0.80
-    assert best["overrides"] == {"train.learning_rate": 4.0, "train.momentum": 0.0}
-    assert summary["trials"] == {"requested": 5, "finished": 3, "pruned": 1, "diverged": 1, "error": 0,
+    assert [r.trial for r in summary.ranking] == [0, 2]
+    best = summary.best
+    assert best.trial == 0 and summary.ranked_by.startswith("mean over re-runs") and best.flags == ()
+    assert best.mean_accuracy == pytest.approx(0.80)
+    assert best.std_accuracy == pytest.approx(statistics.stdev([0.79, 0.81, 0.80]))
+    assert (best.min_accuracy, best.max_accuracy, best.reruns) == (0.79, 0.81, 3)
+    assert best.search_accuracy == 0.80
+    assert best.overrides == {"train.learning_rate": 4.0, "train.momentum": 0.0}
+    assert summary.trials.to_dict() == {"requested": 5, "finished": 3, "pruned": 1, "diverged": 1, "error": 0,
                                  "interrupted": 0}
-    assert summary["wall_seconds"]["search"] == pytest.approx(sum(10.0 + n for n in range(5)))
-    assert summary["wall_seconds"]["reruns"] == pytest.approx(30.0)
-    assert summary["compute_ratio"] == 8.0
+    assert summary.wall_seconds.search == pytest.approx(sum(10.0 + n for n in range(5)))
+    assert summary.wall_seconds.reruns == pytest.approx(30.0)
+    assert summary.compute_ratio == 8.0
     assert json.loads((tmp_path / "best.json").read_text())["best"]["trial"] == 0
 
 
@@ -82,8 +82,8 @@ def test_a_configuration_whose_seeds_spike_or_diverge_is_ranked_after_the_stable
     (tmp_path / "div").mkdir()
     search, reruns = _fill(tmp_path / "spike", spec, TRIALS, {2: [0.90, 0.72, 0.91], 0: [0.79, 0.81, 0.80]})
     summary = sweep_report.write_results(tmp_path / "spike", spec, search, reruns)
-    assert [r["trial"] for r in summary["ranking"]] == [0, 2]
-    assert summary["ranking"][1]["flags"] and "scatter" in summary["ranking"][1]["flags"][0]
+    assert [r.trial for r in summary.ranking] == [0, 2]
+    assert summary.ranking[1].flags and "scatter" in summary.ranking[1].flags[0]
     assert "scatter" in (tmp_path / "spike" / "sweep.md").read_text()
     # trial 2 again better on average, but one of its re-runs diverged
     search, reruns = _fill(tmp_path / "div", spec, TRIALS, {2: [0.83, 0.84], 0: [0.79, 0.81, 0.80]})
@@ -91,7 +91,7 @@ def test_a_configuration_whose_seeds_spike_or_diverge_is_ranked_after_the_stable
         state=optuna.trial.TrialState.FAIL, params=search.trials[2].params, distributions=to_optuna(spec.dims),
         user_attrs={"source_trial": 2, "seed": 3002, "status": "diverged", "wall_seconds": 1.0}))
     summary = sweep_report.write_results(tmp_path / "div", spec, search, reruns)
-    assert summary["best"]["trial"] == 0 and summary["ranking"][1]["flags"] == ["diverged or failed"]
+    assert summary.best.trial == 0 and summary.ranking[1].flags == ("diverged or failed",)
 
 
 def test_sweep_csv_has_one_row_per_trial_with_the_plan(tmp_path, spec):
@@ -111,8 +111,8 @@ def test_sweep_csv_has_one_row_per_trial_with_the_plan(tmp_path, spec):
 def test_without_reruns_the_search_accuracy_ranks(tmp_path, spec):
     search, reruns = _fill(tmp_path, spec, TRIALS, {})
     summary = sweep_report.write_results(tmp_path, spec, search, reruns)
-    assert summary["best"]["trial"] == 2 and summary["ranked_by"] == "search accuracy"
-    assert summary["best"]["mean_accuracy"] is None
+    assert summary.best.trial == 2 and summary.ranked_by == "search accuracy"
+    assert summary.best.mean_accuracy is None
 
 
 def test_figures_and_markdown(tmp_path, spec):
@@ -122,7 +122,7 @@ def test_figures_and_markdown(tmp_path, spec):
     importances = sweep_report.param_importances(search)
     assert set(importances) == {"learning_rate", "momentum"}
     assert math.isclose(sum(importances.values()), 1.0)
-    assert summary["files"]["importance_figure"] == "sweep_importance.png"
+    assert summary.files.importance_figure == "sweep_importance.png"
     text = (tmp_path / "sweep.md").read_text()
     assert "## Proxy sweep" in text and "| 1 | 0 | 4 | 0 |" in text and "σ' = σ·B'/B" in text
     assert "--set train.learning_rate=4" in text and "![accuracy against each searched key]" in text
@@ -131,5 +131,5 @@ def test_figures_and_markdown(tmp_path, spec):
 def test_no_finished_trial_still_writes_results(tmp_path, spec):
     search, reruns = _fill(tmp_path, spec, [(16.0, 0.9, None, "error")], {})
     summary = sweep_report.write_results(tmp_path, spec, search, reruns)
-    assert summary["best"] is None and summary["trials"]["error"] == 1
+    assert summary.best is None and summary.trials.error == 1
     assert "No trial finished" in (tmp_path / "sweep.md").read_text()

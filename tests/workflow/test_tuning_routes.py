@@ -11,12 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import fake_train
+from fakes import fake_sweep_result, fake_train
 from helpers import CONFIG, run_cli
 
 from tanplan.engine import loop
 from tanplan.workflow.sweep import search
-from tanplan.workflow.sweep.space import overrides
 
 SMALL = ["data.num_samples=2000", "train.batch_size=256", "train.steps=4", "train.eval_every=4",
          "fit.max_proxy_fraction=0.5", "sweep.trials=2",
@@ -37,10 +36,7 @@ def _sweep_without_ray(train_fn):
         for i in range(spec.trials):
             run_trial({"params": params, "trial": i, "seed": spec.seed + i, "kind": "search"}, base=spec.base,
                       dims=spec.dims, trials_dir=str(Path(out) / "trials"), train_fn=train_fn)
-        best = {"trial": 0, "params": params, "overrides": overrides(spec.dims, params), "search_accuracy": 0.8,
-                "mean_accuracy": None}
-        return {"best": best, "trials": {"finished": spec.trials, "pruned": 0, "diverged": 0, "error": 0},
-                "wall_seconds": {"search": 0.0, "reruns": 0.0}}
+        return fake_sweep_result(spec, params, search_accuracy=0.8)
 
     return run_sweep
 

@@ -1,2 +1,4 @@
-"""Proxy sweeps: the search space (space), the Ray Tune + Optuna search (search) and its results read
-back from the study (results)."""
+"""Proxy sweeps: the search space (space), the sweep's record and the dicts that cross Ray and Optuna, typed
+(study), the Ray Tune searcher over the study (searcher), one trial in a Ray worker (trial), the search and its
+re-runs (search), and its results read back from the study (results: best.json, a
+tanplan.outcomes.sweep.SweepResult)."""

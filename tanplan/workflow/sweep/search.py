@@ -31,12 +31,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tanplan.config import config_from_dict
+from tanplan.data import dataset_kind
+from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.fileio import exclusive
+from tanplan.outcomes.sweep import SweepResult, SweepScale
+from tanplan.plugins import worker_env
+from tanplan.privacy.mechanism import resolve_plan
 from tanplan.ray_session import check_address, last_signal, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
-from tanplan.workflow.sweep.space import to_optuna
-from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, finished_count, finite,
+from tanplan.workflow.sweep.space import default_space, parse_space, to_optuna
+from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, TrialJob, TrialReport, finished_count, finite,
                                           open_storage, open_studies, outcome, requeue_interrupted, rerun_jobs,
                                           running_numbers)
 from tanplan.workflow.sweep.trial import make_trainable
@@ -52,11 +58,6 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
     train.proxy_batch_size. σ and δ of the target are pinned in every trial's config, so that no
     trial recalibrates σ: the driver's Plan is the one source of the numbers.
     """
-    from tanplan.data import dataset_kind
-    from tanplan.engine.setup import load_data
-    from tanplan.privacy.mechanism import resolve_plan
-    from tanplan.workflow.sweep.space import default_space, parse_space
-
     section = cfg.sweep
     batch = cfg.train.batch_size
     proxy = check_proxy(cfg, proxy_batch_size)
@@ -70,10 +71,10 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
     pinned = {"train.proxy_batch_size": proxy}
     if run.private:
         pinned.update({"privacy.sigma": run.target.sigma, "privacy.delta": run.target.delta})
-        target, trained = run.target.to_dict(), run.plan.to_dict()
+        target, trained = SweepScale(**run.target.to_dict()), SweepScale(**run.plan.to_dict())
     else:
-        target = {"batch_size": batch, "steps": cfg.train.steps, "private": False}
-        trained = {"batch_size": proxy, "steps": cfg.train.steps, "private": False}
+        target = SweepScale(batch_size=batch, steps=cfg.train.steps, private=False)
+        trained = SweepScale(batch_size=proxy, steps=cfg.train.steps, private=False)
     base = cfg.with_overrides(pinned).to_dict()
     base.pop("sweep", None)  # trials do not sweep
     return SweepSpec(
@@ -104,7 +105,7 @@ def check_proxy(cfg, proxy_batch_size: int | None) -> int:
 
 def _augmentations(data_kind: str):
     try:
-        from tanplan.data import available_augmentations
+        from tanplan.data import available_augmentations  # lazy: an install without it still checks the space
     except ImportError:
         return None
     return available_augmentations(data_kind)
@@ -112,7 +113,7 @@ def _augmentations(data_kind: str):
 
 def _models():
     try:
-        from tanplan.models import available_models
+        from tanplan.models import available_models  # lazy: flax, of the train extra; the space is checked without it
     except ImportError:
         return None
     return available_models()
@@ -144,8 +145,8 @@ def trial_resources(max_concurrent: int) -> tuple[dict, int]:
 # ---------------------------------------------------------------- the sweep
 
 def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume: bool = False,
-              train_fn: Callable | None = None, log: Callable[[str], None] | None = None) -> dict:
-    """Search, re-run the best, write the results; returns the summary written to DIR/best.json.
+              train_fn: Callable | None = None, log: Callable[[str], None] | None = None) -> SweepResult:
+    """Search, re-run the best, write the results; returns what DIR/best.json holds.
 
     Raises KeyboardInterrupt when the sweep was interrupted (the study keeps what finished).
     """
@@ -159,9 +160,6 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
         requeued = requeue_interrupted(search, storage)
         if requeued:
             log(f"resume: trials {', '.join(map(str, requeued))} were interrupted; they run again")
-        from tanplan.config import config_from_dict
-        from tanplan.plugins import worker_env
-
         done = finished_count(search)
         if done:
             log(f"resume: {done} of {spec.trials} trials already finished")
@@ -193,7 +191,7 @@ def run_sweep(spec: SweepSpec, out: Path, *, address: str | None = None, resume:
 def _tune_env() -> None:
     # Results without the metric (a failed trial) are expected; the per-trial CSV/JSON/TensorBoard
     # loggers duplicate what the study records.
-    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    os.environ.update(TUNE_DISABLE_STRICT_METRIC_CHECKING="1")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
@@ -209,7 +207,7 @@ def _search(spec: SweepSpec, out: Path, study, storage, count: int, train_fn, lo
     import optuna
     from ray import tune
 
-    from tanplan.workflow.sweep.searcher import StudySearcher
+    from tanplan.workflow.sweep.searcher import StudySearcher  # lazy: Ray; the sweep's checks run without it
 
     _tune_env()
     resources, concurrency = trial_resources(spec.max_concurrent)
@@ -234,7 +232,7 @@ def _search(spec: SweepSpec, out: Path, study, storage, count: int, train_fn, lo
     tuner.fit()
 
 
-def _rerun(spec: SweepSpec, out: Path, reruns, jobs: list[dict], train_fn, log) -> None:
+def _rerun(spec: SweepSpec, out: Path, reruns, jobs: list[TrialJob], train_fn, log) -> None:
     from ray import tune
 
     _tune_env()
@@ -242,7 +240,7 @@ def _rerun(spec: SweepSpec, out: Path, reruns, jobs: list[dict], train_fn, log) 
     log(f"re-runs: {len(jobs)} runs ({spec.top_k} best configurations x {spec.seeds} seeds)")
     tuner = tune.Tuner(
         tune.with_resources(make_trainable(spec, (out / "trials").resolve(), train_fn), resources),
-        param_space={"job": tune.grid_search(jobs)},
+        param_space={"job": tune.grid_search([job.to_dict() for job in jobs])},
         tune_config=tune.TuneConfig(max_concurrent_trials=concurrency, reuse_actors=True,
                                     trial_dirname_creator=lambda t: f"rerun-{t.trial_id}"),
         run_config=_run_config(out, "rerun", [_record_reruns(reruns, spec.dims), _progress("re-run", len(jobs), log)]),
@@ -269,13 +267,13 @@ def _progress(phase: str, total: int, log):
 
         def _line(self, trial, result):
             self.count += 1
-            job = trial.config.get("job", {})
-            params = " ".join(f"{k}={_short(v)}" for k, v in job.get("params", {}).items())
-            status = result.get("status", FINISHED) if result.get("final") else PRUNED
-            acc = result.get(METRIC)
+            job, report = TrialJob.of(trial.config), TrialReport.of(result)
+            params = " ".join(f"{k}={_short(v)}" for k, v in job.params.items())
+            status = report.status if report.final else PRUNED
+            acc = report.test_accuracy
             acc_text = f"acc {acc:.4f}" if finite(acc) else "acc -"
-            seconds = result.get("wall_seconds", result.get("time_total_s", 0))
-            log(f"{phase} {self.count}/{total}  trial {job.get('trial')} seed {job.get('seed')}  {params}  "
+            seconds = next((s for s in (report.wall_seconds, report.time_total_s) if s is not None), 0)
+            log(f"{phase} {self.count}/{total}  trial {job.trial} seed {job.seed}  {params}  "
                 f"{acc_text}  {seconds:.0f} s  {status}")
 
     return Progress()
@@ -300,13 +298,14 @@ def _record_reruns(study, dims):
             if trial.trial_id in self.seen:
                 return
             self.seen.add(trial.trial_id)
-            job = trial.config["job"]
+            job = TrialJob.of(trial.config)
             status, row = outcome(result, error)
             ok = status == FINISHED
             study.add_trial(optuna.trial.create_trial(
-                state=TrialState.COMPLETE if ok else TrialState.FAIL, value=row.get(METRIC) if ok else None,
-                params=job["params"], distributions=to_optuna(dims),
-                user_attrs={**row, "source_trial": job["trial"], "seed": job["seed"]}))
+                state=TrialState.COMPLETE if ok else TrialState.FAIL,
+                value=TrialReport.of(row).test_accuracy if ok else None,
+                params=dict(job.params), distributions=to_optuna(dims),
+                user_attrs={**row, "source_trial": job.trial, "seed": job.seed}))
 
     return RecordReruns()
 

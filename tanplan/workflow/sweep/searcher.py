@@ -23,7 +23,8 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from tanplan.workflow.sweep.study import DIVERGED, FINISHED, METRIC, PRUNED, finite, outcome
+from tanplan.workflow.sweep.study import (DIVERGED, FINISHED, METRIC, PRUNED, TrialJob, TrialRecord, TrialReport,
+                                          finite, outcome)
 
 
 class StudySearcher(Searcher):
@@ -59,20 +60,22 @@ class StudySearcher(Searcher):
     def suggest(self, trial_id: str) -> dict:
         """One job {"params", "trial", "seed", "kind"} for the Tune trial `trial_id`."""
         trial = self.study().ask(fixed_distributions=self._space)
-        trial_seed = trial.user_attrs.get("seed")
+        trial_seed = TrialRecord.of(trial.user_attrs).seed
         if trial_seed is None:  # a re-queued trial keeps the seed it had
             trial_seed = self._seed + trial.number
             trial.set_user_attr("seed", trial_seed)
         trial.set_user_attr("started_at", time.time())
         self._live[trial_id] = trial
-        return {"job": {"params": dict(trial.params), "trial": trial.number, "seed": trial_seed, "kind": "search"}}
+        job = TrialJob(params=dict(trial.params), trial=trial.number, seed=trial_seed, kind="search")
+        return {"job": job.to_dict()}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         """Record an intermediate evaluation (the final one comes with the outcome)."""
-        trial, value = self._live.get(trial_id), result.get(self.metric)
-        if trial is None or result.get("final") or not finite(value):
+        trial, report = self._live.get(trial_id), TrialReport.of(result)
+        if trial is None or report.final or not finite(report.test_accuracy):
             return
-        trial.report(float(value), int(result.get("step", result.get("training_iteration", 0))))
+        step = report.step if report.step is not None else report.training_iteration or 0
+        trial.report(float(report.test_accuracy), int(step))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         """Store the trial's row, then its state: COMPLETE, PRUNED (pruned, diverged) or FAIL."""
@@ -81,7 +84,7 @@ class StudySearcher(Searcher):
         trial = self._live.pop(trial_id, None)
         if trial is None:  # unknown, or already told
             return
-        status, row = outcome(result, error, self.metric)
+        status, row = outcome(result, error)
         for key, value in row.items():
             trial.set_user_attr(key, value)
         state = {FINISHED: TrialState.COMPLETE, PRUNED: TrialState.PRUNED,

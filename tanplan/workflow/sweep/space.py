@@ -70,6 +70,16 @@ _RANGE_KEYS = ("low", "high", "log", "step")
 
 
 @dataclass(frozen=True)
+class _Range:
+    """A range of [sweep.space] as written (checked by _dimension): { low = ..., high = ..., log?, step? }."""
+
+    low: Any
+    high: Any
+    log: Any = False
+    step: Any = None
+
+
+@dataclass(frozen=True)
 class Dimension:
     """One searched key: `choices` (categorical), or a range [low, high], integer or float, maybe log."""
 
@@ -162,17 +172,15 @@ def _dimension(name: str, path: str, spec: Any, cfg: Config) -> Dimension:
             raise UsageError(f"{where}: unknown range key {unknown[0]!r}; a range has low, high, log, step")
         if "low" not in spec or "high" not in spec:
             raise UsageError(f"{where}: a range needs both low and high, e.g. {{ low = 0.5, high = 16.0 }}")
-        low, high = spec["low"], spec["high"]
+        low, high, log, step = dataclasses.astuple(_Range(**spec))
         if not (_is_number(low) and _is_number(high)) or not (math.isfinite(low) and math.isfinite(high)):
             raise UsageError(f"{where}: low and high must be finite numbers, got {low!r} and {high!r}")
         if low > high:
             raise UsageError(f"{where}: low = {low} > high = {high}: the range is empty")
-        log = spec.get("log", False)
         if not isinstance(log, bool):
             raise UsageError(f"{where}: log = {log!r} must be true or false")
         if log and low <= 0:
             raise UsageError(f"{where}: a log range needs low > 0, got low = {low}")
-        step = spec.get("step")
         if step is not None and (not _is_number(step) or step <= 0):
             raise UsageError(f"{where}: step = {step!r} must be a number > 0")
         if step is not None and log:

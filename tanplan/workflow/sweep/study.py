@@ -1,18 +1,24 @@
 """The record of a sweep: its spec, its Optuna studies in DIR/study.sqlite3, and each trial's outcome.
 
 Everything the driver, the trials and the results need to agree on lives here, so that none of them
-imports another: the metric, the trial states, the spec, and how the study is opened and read.
+imports another: the metric, the trial states, the spec, how the study is opened and read, and the three
+records that cross a boundary as plain dicts, typed here on arrival: a trial's job (Ray's config), its
+report (what a trial tells Ray Tune) and its row in the study (Optuna's user attributes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import sqlite3
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote
 
 from tanplan.errors import UsageError
+from tanplan.outcomes.sweep import SweepScale
 from tanplan.workflow.sweep.space import Dimension
 
 METRIC = "test_accuracy"
@@ -40,13 +46,78 @@ class SweepSpec:
     seed: int
     steps: int
     eval_every: int
-    target: dict  # Plan.to_dict() of the target
-    proxy: dict  # Plan.to_dict() of the proxy
+    target: SweepScale  # the target's Plan (or B and S, non-private)
+    proxy: SweepScale  # the proxy's
 
     def meta(self) -> dict:
         """What must not change between a sweep and its --resume."""
         return json.loads(json.dumps({"base": self.base, "dims": [d.to_dict() for d in self.dims],
                                       "seed": self.seed}))
+
+
+# ---------------------------------------------------------------- the records that cross Ray and Optuna as dicts
+
+def _known(cls, data: Mapping | None) -> dict:
+    """The entries of `data` that are fields of the dataclass cls (Ray and Optuna add their own)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in (data or {}).items() if k in names}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialJob:
+    """One training of a sweep: a configuration (searched name -> value), its search trial and seed."""
+
+    params: Mapping[str, Any]
+    trial: int
+    seed: int
+    kind: str  # "search" | "rerun"
+
+    def to_dict(self) -> dict:
+        """The job in Ray Tune's config {"job": ...} (plain, so that Tune can record it)."""
+        return {"params": dict(self.params), "trial": self.trial, "seed": self.seed, "kind": self.kind}
+
+    @classmethod
+    def of(cls, config: Mapping) -> "TrialJob":
+        """The job of Ray Tune's config {"job": {...}} (or of the job's own dict)."""
+        return cls(**config.get("job", config))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialReport:
+    """What a trial reports to Ray Tune (run_trial's results), as the driver reads it back."""
+
+    final: bool = False  # the last report: the trial's outcome
+    status: str = FINISHED
+    test_accuracy: float | None = None
+    wall_seconds: float | None = None
+    time_total_s: float | None = None  # Ray's own clock
+    step: float | None = None
+    training_iteration: int | None = None
+    error: str = ""
+
+    @classmethod
+    def of(cls, result: Mapping | None) -> "TrialReport":
+        return cls(**_known(cls, result))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """A trial's row in the study (its Optuna user attributes, `outcome`'s row and the searcher's)."""
+
+    status: str = ERROR
+    seed: int | None = None
+    test_accuracy: float | None = None
+    last_test_accuracy: float | None = None  # a pruned trial's last evaluation
+    step: float | None = None
+    wall_seconds: float | None = None
+    epsilon_rdp: float | None = None
+    requeued_from: int | None = None
+    source_trial: int | None = None  # a re-run's search trial
+    error: str = ""
+
+    @classmethod
+    def of(cls, attrs: Mapping | None) -> "TrialRecord":
+        return cls(**_known(cls, attrs))
 
 
 # ---------------------------------------------------------------- the study (SQLite, in the driver)
@@ -111,9 +182,8 @@ def requeue_interrupted(study, storage) -> list[int]:
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
         storage.set_trial_user_attr(trial_id, "status", INTERRUPTED)
         storage.set_trial_state_values(trial_id, TrialState.FAIL)
-        attrs = {"requeued_from": t.number}
-        if "seed" in t.user_attrs:
-            attrs["seed"] = t.user_attrs["seed"]
+        seed = TrialRecord.of(t.user_attrs).seed
+        attrs = {"requeued_from": t.number, **({} if seed is None else {"seed": seed})}
         study.enqueue_trial(dict(t.params), user_attrs=attrs, skip_if_exists=False)
         numbers.append(t.number)
     return numbers
@@ -125,7 +195,7 @@ def finished_count(study) -> int:
 
     done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     return sum(1 for t in study.get_trials(deepcopy=False, states=done)
-               if t.user_attrs.get("status") != INTERRUPTED)
+               if TrialRecord.of(t.user_attrs).status != INTERRUPTED)
 
 
 def running_numbers(study) -> list[int]:
@@ -134,27 +204,31 @@ def running_numbers(study) -> list[int]:
     return [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]
 
 
-def outcome(result: Mapping | None, error: bool, metric: str = METRIC) -> tuple[str, dict]:
+_ROW = (METRIC, "wall_seconds", "train_seconds", "test_loss", "epsilon_rdp", "epsilon_pld", "sigma", "batch_size",
+        "steps", "step")  # the numbers of a trial's last report kept in its row
+
+
+def outcome(result: Mapping | None, error: bool) -> tuple[str, dict]:
     """(status, row of user attributes) of a trial from its last Ray result."""
-    result = dict(result or {})
+    report = TrialReport.of(result)
     if error:
         status = ERROR
-    elif result.get("final"):
-        status = result.get("status", FINISHED)
-        if status == FINISHED and not finite(result.get(metric)):
+    elif report.final:
+        status = report.status
+        if status == FINISHED and not finite(report.test_accuracy):
             status = ERROR
     else:
         status = PRUNED  # stopped by the scheduler at an intermediate evaluation
-    if not finite(result.get("wall_seconds")) and finite(result.get("time_total_s")):
-        result["wall_seconds"] = result["time_total_s"]  # Ray's clock, for a trial stopped early
-    row = {k: float(result[k]) for k in (metric, "wall_seconds", "train_seconds", "test_loss", "epsilon_rdp",
-                                         "epsilon_pld", "sigma", "batch_size", "steps", "step")
-           if finite(result.get(k))}
-    if status == PRUNED and finite(result.get(metric)):
-        row["last_" + metric] = row.pop(metric)
-    if status == ERROR and error and not result.get("error"):
-        result["error"] = "the Ray worker failed (see DIR/ray for its log)"
-    row.update(status=status, error=str(result.get("error", ""))[:400])
+    numbers = dict(result or {})
+    if not finite(report.wall_seconds) and finite(report.time_total_s):
+        numbers.update(wall_seconds=report.time_total_s)  # Ray's clock, for a trial stopped early
+    row = {k: float(numbers[k]) for k in _ROW if finite(numbers.get(k))}
+    if status == PRUNED and finite(report.test_accuracy):
+        row["last_" + METRIC] = row.pop(METRIC)
+    message = report.error
+    if status == ERROR and error and not message:
+        message = "the Ray worker failed (see DIR/ray for its log)"
+    row.update(status=status, error=str(message)[:400])
     return status, row
 
 
@@ -163,15 +237,16 @@ def finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def rerun_jobs(search, reruns, spec: SweepSpec) -> list[dict]:
+def rerun_jobs(search, reruns, spec: SweepSpec) -> list[TrialJob]:
     """(configuration, seed) pairs still to run: the top-k distinct configurations × n fresh seeds."""
-    done = {(t.user_attrs.get("source_trial"), t.user_attrs.get("seed")) for t in reruns.trials}
+    records = [TrialRecord.of(t.user_attrs) for t in reruns.trials]
+    done = {(r.source_trial, r.seed) for r in records}
     jobs = []
     for trial in top_trials(search, spec.top_k):
         for j in range(1, spec.seeds + 1):
-            seed = int(trial.user_attrs["seed"]) + j * RERUN_SEED_STRIDE
+            seed = int(TrialRecord.of(trial.user_attrs).seed) + j * RERUN_SEED_STRIDE
             if (trial.number, seed) not in done:
-                jobs.append({"params": dict(trial.params), "trial": trial.number, "seed": seed, "kind": "rerun"})
+                jobs.append(TrialJob(params=dict(trial.params), trial=trial.number, seed=seed, kind="rerun"))
     return jobs
 
 
@@ -192,10 +267,6 @@ def top_trials(study, k: int) -> list:
 def check_study_file(out: Path, *, resume: bool) -> None:
     """Before any data is read: DIR/study.sqlite3, if there, must be a readable SQLite file holding
     Optuna's tables, and a sweep already in it is continued only with --resume (UsageError otherwise)."""
-    import contextlib
-    import sqlite3
-    from urllib.parse import quote
-
     path = Path(out) / STUDY_FILE
     if not path.exists() or path.stat().st_size == 0:  # 0 bytes: SQLite's empty database
         return

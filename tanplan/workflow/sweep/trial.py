@@ -8,30 +8,30 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from tanplan.config import config_from_dict
+from tanplan.engine import loop
+from tanplan.errors import TrainingDiverged
 from tanplan.workflow.sweep.space import Dimension, overrides
-from tanplan.workflow.sweep.study import DIVERGED, ERROR, FINISHED, METRIC, SweepSpec
+from tanplan.workflow.sweep.study import DIVERGED, ERROR, FINISHED, METRIC, SweepSpec, TrialJob
 
-def run_trial(job: Mapping[str, Any], *, base: Mapping, dims: tuple[Dimension, ...], trials_dir: str,
+
+def run_trial(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[Dimension, ...], trials_dir: str,
               train_fn: Callable | None = None, report: Callable[[dict], None] | None = None) -> dict:
     """Train one configuration and report its evaluations; returns the final result reported.
 
-    job = {"params": {searched name: value}, "trial": number, "seed": seed, "kind": "search" | "rerun"}.
+    job: a TrialJob, or its dict {"params": {searched name: value}, "trial", "seed", "kind": "search" | "rerun"}.
     Never raises for a failed training: the outcome is in result["status"] (finished, diverged, error),
     so that the sweep records it and goes on.
     """
-    from tanplan.config import config_from_dict
-    from tanplan.errors import TrainingDiverged
-
+    job = job if isinstance(job, TrialJob) else TrialJob.of(job)
     report = report or (lambda metrics: None)
     if train_fn is None:
-        from tanplan.engine.loop import train_and_evaluate as train_fn
-
+        train_fn = loop.train_and_evaluate  # read when called: a test may put a fake engine there
         _share_compilations(Path(trials_dir).parent / "jax_cache")
     start = time.perf_counter()
-    cfg = config_from_dict(base).with_overrides({**overrides(dims, job["params"]),
-                                                 "experiment.seed": int(job["seed"])})
+    cfg = config_from_dict(base).with_overrides({**overrides(dims, job.params), "experiment.seed": int(job.seed)})
     steps = cfg.train.steps
-    workdir = Path(trials_dir) / f"{job['kind']}-{int(job['trial']):04d}-seed{int(job['seed'])}"
+    workdir = Path(trials_dir) / f"{job.kind}-{int(job.trial):04d}-seed{int(job.seed)}"
     last_step = 0
 
     def on_eval(step: int, metrics: Mapping) -> None:
@@ -50,7 +50,7 @@ def run_trial(job: Mapping[str, Any], *, base: Mapping, dims: tuple[Dimension, .
         status, error = ERROR, f"{type(err).__name__}: {err}"
     result = _numbers(summary.to_dict() if summary is not None else {})  # the summary's figures, for Ray and Optuna
     if "wall_seconds" in result:  # the engine's own clock; wall_seconds below is the whole trial's
-        result["run_seconds"] = result.pop("wall_seconds")
+        result.update(run_seconds=result.pop("wall_seconds"))
     if status != FINISHED:
         result.pop(METRIC, None)
     done = summary.steps if summary is not None else steps
@@ -66,7 +66,7 @@ def _share_compilations(directory: Path) -> None:
     Re-runs of one configuration differ only by seed (a run-time input), so they skip compilation;
     a user's own cache setting (JAX_COMPILATION_CACHE_DIR) wins.
     """
-    if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    if os.getenv("JAX_COMPILATION_CACHE_DIR"):
         return
     import jax
 
@@ -99,7 +99,7 @@ def make_trainable(spec: SweepSpec, trials_dir: Path, train_fn: Callable | None 
     def sweep_trial(config):
         from ray import tune
 
-        run_trial(config.get("job", config), base=base, dims=dims, trials_dir=where, train_fn=train_fn,
+        run_trial(TrialJob.of(config), base=base, dims=dims, trials_dir=where, train_fn=train_fn,
                   report=tune.report)
 
     return sweep_trial
