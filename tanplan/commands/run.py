@@ -44,7 +44,7 @@ def run(args) -> int:
         raise NotLaunched(f"not launched: {result.reason}; {result.what_to_change} "
                           f"(or rerun with --resume --launch-anyway: its runs are kept); report {args.out}/report.md")
     if not args.json:
-        print(f"{prediction_text(result.to_dict())}, actual {result.actual_accuracy:.4f}; launch ε = "
+        print(f"{prediction_text(result)}, actual {result.actual_accuracy:.4f}; launch ε = "
               f"{result.launch_epsilon:.4g} ({result.accountant.upper()}; RDP {result.epsilon_rdp:.4g}, replace-one "
               f"{result.epsilon_replace_one:.4g}), total ε on the private set = {result.epsilon_total:.4g} "
               f"({result.epsilon_total_accountant.upper()}; {result.tuning_data} tuning data); proxy compute "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tanplan.outcomes.base import Result, optional
+from tanplan.outcomes.fit import IntervalParts
 from tanplan.outcomes.privacy_spent import TuningRecord
 
 
@@ -53,8 +54,8 @@ class LadderStatus(Result):
     spent_fraction: float
     budget_fraction: float
     seeds: int
-    window: Any
-    law_share: Any
+    window: tuple[int, ...]
+    law_share: float
     rungs: Mapping  # B' -> its seeds
 
 
@@ -104,8 +105,8 @@ class RunResult(Result):
     ladder: LadderStatus | None
     law_holds: bool | None
     verdict: str | None
-    model: Any
-    interval_parts: Any
+    model: str | None
+    interval_parts: IntervalParts | None
     launch_wall_seconds: float | None
     sweep_choice: SweepChoice | None = None  # in the JSON once launched
     launch_epsilon: float | None

@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tanplan.outcomes.fit import FitResult, LadderResult
 from tanplan.outcomes.pipeline import RunResult, SweepChoice
 from tanplan.privacy import tan
 from tanplan.reports.fit import fit_markdown
 from tanplan.reports.ladder import ladder_markdown
 
 
-def run_report(name: str, plan, fit_result: dict | None, summary: RunResult, out: Path,
-               ladder: dict | None = None) -> str:
+def run_report(name: str, plan, fit_result: FitResult | None, summary: RunResult, out: Path,
+               ladder: LadderResult | None = None) -> str:
     """report.md of `tanplan run`: the plan, the sweep, the ladder, the law and the launch (or why not)."""
     sections = [f"# tanplan run: {name}", _plan(plan, summary)]
     if not summary.launched:
@@ -23,7 +24,7 @@ def run_report(name: str, plan, fit_result: dict | None, summary: RunResult, out
     if ladder is not None:
         sections.append(f"## Proxy ladder: the chosen configuration's proxies\n![ladder](ladder/ladder.png)\n\n"
                         f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
-    if fit_result is not None and isinstance(fit_result.get("law"), dict):
+    if fit_result is not None and fit_result.law is not None:
         sections.append(_law_and_launch(fit_result, summary))
     sections.append(_privacy(summary))
     sections.append(_compute(plan, summary))
@@ -63,7 +64,7 @@ def _choice(choice: SweepChoice | None) -> str:
             f"{choice.reruns} re-run seeds (search trial: {choice.search_accuracy:.4f}).")
 
 
-def _law_and_launch(fit_result: dict, summary: RunResult) -> str:
+def _law_and_launch(fit_result: FitResult, summary: RunResult) -> str:
     figure = "scaling_law.png" if summary.launched else "fit/scaling_law.png"
     text = f"## Batch law{' and the full-scale run' if summary.launched else ''}\n![batch law]({figure})\n\n" \
            f"{fit_markdown(fit_result)}"

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train
 from helpers import CONFIG  # absolute: the tests do not depend on the working directory
 
 from tanplan.cli import main
@@ -158,7 +158,7 @@ def engine(monkeypatch):
         def fake_sweep(spec, out, **kwargs):
             out.mkdir(parents=True, exist_ok=True)
             state["sweep_proxy"] = spec.proxy.batch_size
-            return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+            return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
         def fake_launch(cfg, out, progress=True, resume=False):
             state["launched"] = True
@@ -188,7 +188,7 @@ def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_lau
     assert c.ladder == pytest.approx(summary.ladder.spent_fraction) and c.fit == 0
     assert summary.proxy_compute_fraction == pytest.approx(c.ladder + c.sweep)
     parts = summary.interval_parts
-    assert set(parts) == {"mean", "launch", "misspecification"} and parts["launch"] > 0
+    assert set(parts.to_dict()) == {"mean", "launch", "misspecification"} and parts.launch > 0
     low, high = summary.prediction_interval
     assert low < summary.predicted_accuracy < high
     report = (tmp_path / "report.md").read_text()

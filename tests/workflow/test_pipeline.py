@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train
 
 from tanplan.workflow import fit as fit_stage
 from tanplan.workflow import launch as launch_module
@@ -26,7 +26,7 @@ def fake_engine(monkeypatch):
 
     def fake_sweep(spec, out, **kwargs):
         out.mkdir(parents=True, exist_ok=True)
-        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+        return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
     real_launch = launch_module.launch
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
@@ -84,7 +84,7 @@ def _fake_sweep_with_trials(train_fn, trials=2):
 
         for t in range(trials):
             train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
-        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+        return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
     return run_sweep
 

@@ -5,6 +5,7 @@ privacy_spent.json), keys written only sometimes absent exactly then, and a file
 import json
 import time
 
+from tanplan.outcomes.fit import FitResult, IntervalParts, LadderResult, LadderRung
 from tanplan.outcomes.launch import LaunchAccounting, LaunchResult
 from tanplan.outcomes.pipeline import ProxyCompute, RunResult, SweepChoice
 from tanplan.outcomes.privacy_spent import PlannedTotal, Spent, Totals, TuningRecord
@@ -41,10 +42,15 @@ RUN = RunSummary(  # the launch's own summary (the engine's), as the fakes build
     grad_method="fake", layout=Layout(chunks=1, chunk_size=100), backend="local", devices=1, processes=1,
     resumed_from_step=0, steps_this_run=50, wall_seconds=0.0, train_seconds=0.0, samples_per_second=None,
     params_checksum="", evaluated_at_step=50)
-FIT = {"law_holds": True, "verdict": "the law holds", "predicted_accuracy": 0.8, "prediction_interval": [0.75, 0.85],
-       "model": "knee", "std_parts": {"law": 0.01}}
-LADDER = {"found": True, "reason": "narrow", "spent_fraction": 0.2, "budget_fraction": 0.3, "seeds": 2, "window": [16, 64],
-          "law_share": 0.5, "rungs": [{"batch_size": 16, "seeds": 2}, {"batch_size": 32, "seeds": 3}]}
+FIT = FitResult(law_holds=True, verdict="the law holds", predicted_accuracy=0.8, prediction_interval=(0.75, 0.85),
+                model="knee", std_parts=IntervalParts(mean=0.01, launch=0.02, misspecification=0.0))
+LADDER = LadderResult(
+    found=True, reason="narrow", what_to_change=None, steps=(), prediction=None, window=(16, 64),
+    rungs=tuple(LadderRung(batch_size=b, accuracies=(0.7,) * n, mean=0.7, std=0.0, seeds=n, sigma=None)
+                for b, n in ((16, 2), (32, 3))),
+    target_batch_size=100, steps_per_run=50, start=16, seeds=2, law_share=0.5, law_setting="knee",
+    budget_per_step=100.0, budget_fraction=0.3, max_proxy_fraction=0.3, min_proxy_budget=0.0, spent_fraction=0.2,
+    test_sizes=(None, None), points=(), basis={}, wall_seconds=1.0)
 
 
 def _launched(**kw) -> RunResult:

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -74,7 +74,7 @@ def fake_engine(monkeypatch):
 
         for t in range(2):
             train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
-        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+        return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
     real_launch = launch_module.launch
     monkeypatch.setattr(search, "run_sweep", fake_sweep)

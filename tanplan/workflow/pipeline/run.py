@@ -60,16 +60,16 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
         ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes)
         compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)
-        if not fit_result["law_holds"] and not launch_anyway:
+        if not fit_result.law_holds and not launch_anyway:
             result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
                                 totals=totals(None, _proxy_folders(out), tune),
-                                stage="ladder" if ladder is not None else "fit", reason=fit_result["verdict"],
-                                what_to_change=fit_result["what_to_change"])
+                                stage="ladder" if ladder is not None else "fit", reason=fit_result.verdict,
+                                what_to_change=fit_result.what_to_change)
             return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder)
 
         launched = launch_stage(best_cfg, plan, out, progress)
         actual = float(launched.summary.test_accuracy)
-        if fit_result.get("model") is not None:
+        if fit_result.model is not None:
             figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
         rows, section = None, ""
         if baselines and launched.accounting is not None:
@@ -80,6 +80,6 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                                          cfg)
         result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
                             totals=totals(out / "launch", _proxy_folders(out), tune), launched=launched,
-                            actual=actual, anyway=launch_anyway and not fit_result["law_holds"],
+                            actual=actual, anyway=launch_anyway and not fit_result.law_holds,
                             choice=sweep_choice(out), baselines=rows)
         return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder, section)

@@ -7,6 +7,7 @@ from pathlib import Path
 from tanplan.config import Config
 from tanplan.data.dataset import same_test_set
 from tanplan.engine.setup import load_data
+from tanplan.outcomes.fit import FitResult, LadderResult, ProxyRun
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.privacy_spent import PlannedTotal
 from tanplan.privacy.mechanism import resolve_plan
@@ -79,53 +80,57 @@ def tuning_stage(tune: Tuning, planned: PlannedTotal | None, progress: Progress)
 def sweep_stage(spec, proxy_batch_size: int, out: Path, progress: Progress,
                 address) -> tuple[dict, list[tuple[int, int]]]:
     """The sweep's best overrides, and the (B', S) of every proxy run it trained (trials and re-runs)."""
-    progress.next(f"sweep: {spec.trials} trials at B'={proxy_batch_size} (σ'={spec.proxy['sigma']:.4g})")
+    progress.next(f"sweep: {spec.trials} trials at B'={proxy_batch_size} (σ'={spec.proxy.sigma:.4g})")
     resume = (out / "sweep" / STUDY_FILE).is_file()  # a rerun continues (or reuses) the same sweep
     result = sweep.run_sweep(spec, out / "sweep", address=address, resume=resume,
                              log=lambda line: progress.log(f"  {line}"))
-    best = result["best"] or {}
     # every trial and re-run trains in a run folder of its own below trials/, with its ledger
     trained = sum(1 for _ in (out / "sweep" / "trials").rglob("ledger.json"))
-    run = (int(spec.proxy["batch_size"]), int(spec.proxy["steps"]))
-    return dict(best.get("overrides", {})), [run] * trained
+    run = (int(spec.proxy.batch_size), int(spec.proxy.steps))
+    return (dict(result.best.overrides) if result.best else {}), [run] * trained
 
 
 def law_stage(cfg: Config, out: Path, progress: Progress,
-              test_sizes) -> tuple[dict | None, dict, list[tuple[int, int]]]:
+              test_sizes) -> tuple[LadderResult | None, FitResult, list[tuple[int, int]]]:
     """(the ladder's result or None, the fit result, the (B', S) of every run of the law): the ladder with
     fit.batch_sizes = "auto", else the fit on the explicit sizes."""
     if cfg.fit.batch_sizes != "auto":
         ladder, fit_result = None, fit_stage(cfg, out, progress, test_sizes)
-        points = fit_result["points"]
+        points = fit_result.points or ()
     else:
         ladder = ladder_stage(cfg, out, progress, test_sizes)
         fit_result = ladder_fit_result(ladder, out)
-        points = [p for p in ladder["points"] if p.get("source") == "ladder"]
-    return ladder, fit_result, [(p["batch_size"], p["steps"]) for p in points]
+        points = _ladder_runs(ladder)
+    return ladder, fit_result, [(p.batch_size, p.steps) for p in points]
 
 
-def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> dict:
+def _ladder_runs(ladder: LadderResult) -> list[ProxyRun]:
+    """The ladder's own runs (its points may hold others it was given)."""
+    return [p for p in ladder.points if p.source == "ladder"]
+
+
+def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> LadderResult:
     f, budget = cfg.fit, check_ladder(cfg)
     progress.next(f"ladder: the chosen configuration's proxies, B' from {f.ladder_start} doubled × {f.ladder_seeds} "
                   f"seeds, then rungs or seeds while the law's part of the interval is wide (≤ {budget.per_step:g}·S "
                   f"examples, {budget.per_step / cfg.train.batch_size:.3g} of the target's compute)")
     result = run_ladder(cfg, out / "ladder", log=progress.log, test_sizes=test_sizes)
-    progress.log(f"  {result['reason']}")
+    progress.log(f"  {result.reason}")
     return result
 
 
-def ladder_fit_result(ladder: dict, out: Path) -> dict:
-    """The fit result (fit.json's dict) of the ladder's law: its rows, the prediction, the verdict."""
-    rows = [p for p in ladder["points"] if p.get("source") == "ladder"]
-    if ladder["prediction"] is None:
-        return {"law_holds": False, "verdict": ladder["reason"], "what_to_change": ladder["what_to_change"],
-                "predicted_accuracy": None, "prediction_interval": None, "points": rows, "law": None, "model": None}
+def ladder_fit_result(ladder: LadderResult, out: Path) -> FitResult:
+    """The fit result of the ladder's law: its rows, the prediction, the verdict."""
+    rows = _ladder_runs(ladder)
+    if ladder.prediction is None:
+        return FitResult(law_holds=False, verdict=ladder.reason, what_to_change=ladder.what_to_change,
+                         points=tuple(rows))
     # the same rows, law setting, level and test sets as the ladder's last prediction: the same decision
-    return fit_module.fit_rows(rows, ladder["target_batch_size"], out / "fit", level=ladder["prediction"]["level"],
-                               law=ladder["law_setting"], test_sizes=ladder["test_sizes"])
+    return fit_module.fit_rows(rows, ladder.target_batch_size, out / "fit", level=ladder.prediction.level,
+                               law=ladder.law_setting, test_sizes=ladder.test_sizes)
 
 
-def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> dict:
+def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> FitResult:
     """The law on the explicit fit.batch_sizes, each trained with fit.seeds seeds of the chosen configuration."""
     f = cfg.fit
     progress.next(f"fit: B' in {list(f.batch_sizes)} × {f.seeds} seeds, with the chosen configuration")
