@@ -419,7 +419,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
             parts = total_budget.vary_parts(proxies, n, vary, list(factors or ([0.25, 0.5, 1.0] if vary == "data" else
                                                                                section.factors)), proxy_b, seeds,
                                             available)
-        planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg)
+        planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
     else:
         planned = {}
     if vary == "data":
