@@ -269,8 +269,6 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
     its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
     writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
-    from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume
-
     cfg = as_config(config, overrides)
     check_inputs(cfg)
     check_out_dir(out)
