@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from tanplan.data.dataset import available_memory
+from tanplan.dp import sampling
 from tanplan.errors import UsageError
 
 
 def check_batches_fit(cfg, plan, dataset) -> None:
     """UsageError (one line, public figures only) unless two padded training batches, one chunk's AugMult
     views and one evaluation batch of dataset's rows fit in the memory available now."""
-    from tanplan.data.dataset import available_memory
-    from tanplan.dp import sampling
-
     row = int(np.prod(dataset.input_shape, dtype=np.int64)) * 4  # float32
     layout = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size)
     # the padded batch and the next one's read, one chunk's AugMult views (K per row) and an evaluation batch
