@@ -108,16 +108,14 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         run = setup.build(cfg, secret, prepared, canaries=canaries)
         say_once(run.route_note, say)  # a plugged-in model's gradient route
         env = environment(run.mesh.devices.flat)
-        s = _resume_or_start(cfg, run, folder, backend, env, say)
+        s = _resume_or_start(cfg, run, folder, backend, env, say)  # (1)-(4): restore, refuse, rewrite, continue
         s.on_eval = on_eval
         s.ticker = EpsilonTicker(s.ledger, s.release, _marks(cfg, plan)) if progress and primary and plan.private else None
         slow = cpu_chunks_line(run.route, s.layout.chunks, s.layout.capacity) if jax.default_backend() == "cpu" else None
         if slow:
             say(slow)
         s.state, s.roots = sharding.replicate_global(s.state, run.mesh), sharding.replicate_global(run.roots, run.mesh)
-        s.bar = tqdm(total=plan.steps, initial=s.start, file=sys.stderr, disable=not (progress and primary),
-                     unit="step", dynamic_ncols=True, desc=f"{cfg.experiment.name} B={plan.batch_size} "
-                     f"σ={plan.sigma:.3g}" + (f" ×{run.mesh.devices.size}" if run.mesh.devices.size > 1 else ""))
+        s.bar = _progress_bar(cfg, run, s.start, show=progress and primary)
         s.tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=s.start, primary=primary)
         _train_steps(s)
         summary = close_run(s, started=started, backend=backend, env=env, canaries=canaries)
@@ -125,6 +123,14 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     if run.audited is not None:
         on_canaries(run.audited.record())
     return summary
+
+
+def _progress_bar(cfg: Config, run: setup.Run, start: int, *, show: bool) -> tqdm:
+    """The bar on stderr: steps, the expected B and σ (public), and the devices when more than one."""
+    plan, ndev = run.plan, run.mesh.devices.size
+    desc = f"{cfg.experiment.name} B={plan.batch_size} σ={plan.sigma:.3g}" + (f" ×{ndev}" if ndev > 1 else "")
+    return tqdm(total=plan.steps, initial=start, file=sys.stderr, disable=not show, unit="step", dynamic_ncols=True,
+                desc=desc)
 
 
 def _marks(cfg: Config, plan) -> Callable[[int], int]:
