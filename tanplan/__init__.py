@@ -7,9 +7,16 @@ The public API is flat (docs/api.md):
     tanplan.plan(dataset_size=50_000, batch_size=4096, steps=2500, epsilon=8.0)   # PlanResult, no JAX
     tanplan.train("experiments/mnist1d.toml", "runs/x", overrides={"train.steps": 100})  # RunSummary
 
-Each name is imported on first use, so `import tanplan` changes nothing in the process and imports no JAX,
-pandas, matplotlib or Ray: the planner must answer in about a second. Process-wide settings (XLA's CPU
-flag, the compilation cache) are made by the command line's entry point, tanplan.runtime.configure_process().
+Each stage returns a typed result, a frozen dataclass of tanplan.outcomes whose `to_dict()` is the JSON
+the matching command prints with --json. Each name is imported on first use, so `import tanplan` changes
+nothing in the process and imports no JAX, pandas, matplotlib or Ray: the planner must answer in about a
+second. Process-wide settings (XLA's CPU flag, the compilation cache) are made by the command line's entry
+point, tanplan.runtime.configure_process().
+
+The package, in layers from the bottom (docs/design.md; tests/test_layers.py keeps every import pointing
+down): errors, fileio, runtime, ray_session, extras, provenance, plugins; config; privacy/ (the JAX-free
+numbers); outcomes/ (what the stages return); data/, models/, task; dp/ (the mechanism in JAX); engine/ (one
+run), baselines/; reports/; workflow/ (the stages) and api; commands/; cli.
 """
 
 __version__ = "0.1.0"
@@ -25,8 +32,9 @@ _EXPORTS = {
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
     "Plan": "tanplan.privacy.plan",
     # typed results
-    "PlanResult": "tanplan.results", "Proxy": "tanplan.results", "FrontierResult": "tanplan.results",
-    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.results", "RunSummary": "tanplan.outcomes.run_summary",
+    "PlanResult": "tanplan.outcomes.planning", "Proxy": "tanplan.outcomes.planning",
+    "FrontierResult": "tanplan.outcomes.planning",
+    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.outcomes.optimize", "RunSummary": "tanplan.outcomes.run_summary",
     "SweepResult": "tanplan.results", "FitResult": "tanplan.results", "RunResult": "tanplan.results",
     "AuditResult": "tanplan.workflow.audit",
     # data: sources larger than memory, plug-ins

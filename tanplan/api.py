@@ -1,4 +1,5 @@
-"""The Python API: the functions the command line calls, each returning a typed result (tanplan.results).
+"""The Python API: the functions the command line calls, each returning a typed result (tanplan.outcomes,
+tanplan.results).
 
     import tanplan
 
@@ -28,8 +29,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from tanplan.config import Config, load_config, with_tuned
 from tanplan.errors import UsageError
-from tanplan.results import (FitResult, FrontierResult, LaunchResult, OptimizeResult, PlanResult, Proxy, RunResult,
-                             SweepResult)
+from tanplan.outcomes.optimize import OptimizeResult
+from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
+from tanplan.privacy import tan
+from tanplan.privacy.plan import Plan, advice, default_delta, with_dataset_size
+from tanplan.reports.plan import write_plan_report
+from tanplan.results import FitResult, LaunchResult, RunResult, SweepResult
+from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
 
 ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
@@ -152,17 +158,10 @@ def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None 
 
     dataset_sizes: the same (B, σ, S) at other N, δ = N^-1.1 (TAN Table 5). out: write report.md, CSV tables
     and figures there. warn(line): a δ ≥ 1/N (default: warnings.warn), said after every check."""
-    from tanplan.privacy import tan
-    from tanplan.privacy.plan import advice, with_dataset_size
-
     target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, neighbouring, warn)
     accountants = _reported(target)
     sizes = tuple(with_dataset_size(target, int(n)) for n in dataset_sizes) or None
-    figures = None
-    if out is not None:
-        from tanplan.reports.plan import write_plan_report
-
-        figures = write_plan_report(target, out, accountants)
+    figures = write_plan_report(target, out, accountants) if out is not None else None
     return PlanResult(plan=target, accountants=accountants, regime_text=tan.REGIME_TEXT[target.regime],
                       advice=tuple(advice(target)), dataset_sizes=sizes, figures=figures)
 
@@ -202,18 +201,15 @@ def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, d
     """The budget frontier: every (B, S, σ) with B·S ≤ C at ε (σ calibrated with the accountant of record,
     add/remove-one; RDP's ε beside it). C = compute, or device_hours × 3600 × samples_per_second (measured
     by the DP-step benchmark of `model` when not given: that one path needs the train extra)."""
-    from tanplan.workflow.optimize import frontier_plan
-
     if accountant not in ("rdp", "pld"):
         raise UsageError(f"accountant {accountant!r} is not allowed: use pld or rdp")
     if steps_factor <= 1:
         raise UsageError(f"--steps-factor {steps_factor:g} is not allowed: must be > 1")
     if samples_per_second is not None and device_hours is None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
-    return FrontierResult.from_dict(frontier_plan(
-        dataset_size, epsilon, delta, compute=compute, device_hours=device_hours,
-        samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size, factor=steps_factor,
-        accountant=accountant))
+    return frontier_plan(dataset_size, epsilon, delta, compute=compute, device_hours=device_hours,
+                         samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size,
+                         factor=steps_factor, accountant=accountant)
 
 
 def _reported(target) -> tuple[str, ...]:
@@ -224,8 +220,6 @@ def _reported(target) -> tuple[str, ...]:
 def _target(n, b, s, sigma, epsilon, delta, accountant, neighbouring, warn):
     """The Plan the arguments describe (σ calibrated when epsilon is given); warns when δ ≥ 1/N, after
     every check (an informational line never precedes an error)."""
-    from tanplan.privacy.plan import Plan, default_delta
-
     if (sigma is None) == (epsilon is None):
         raise UsageError("give sigma or epsilon (σ is then calibrated to it), not both and not neither")
     if accountant not in ("rdp", "pld", "both"):
@@ -493,9 +487,8 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
     """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by
     constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
     made the config, for the launch commands the report writes."""
-    from tanplan.workflow import fit
-    from tanplan.workflow.optimize import SECONDS_PER_HOUR
-    from tanplan.workflow.optimize import optimize as optimize_stage
+    from tanplan.workflow import fit  # lazy: a training stage; the planner (a base install) imports this module
+    from tanplan.workflow.optimize import optimize as optimize_stage  # lazy: the training stage (engine, launch)
 
     cfg = as_config(config, overrides)
     cfg = cfg.with_overrides(fit.load_best_overrides(best))
@@ -507,8 +500,8 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
         compute = int(device_hours * SECONDS_PER_HOUR * samples_per_second)
     elif samples_per_second is not None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
-    return OptimizeResult.from_dict(optimize_stage(cfg, Path(out) if out is not None else None, compute=compute,
-                                                   launch_best=launch, log=log, progress=progress, source=source))
+    return optimize_stage(cfg, Path(out) if out is not None else None, compute=compute, launch_best=launch, log=log,
+                          progress=progress, source=source)
 
 
 @_typed

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tanplan.errors import UsageError
+
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
@@ -73,8 +75,6 @@ def exclusive(directory: str | os.PathLike, what: str):
     """Hold DIR/.tanplan.lock while the block runs: a second tanplan `what` into DIR fails at once with
     UsageError. The lock dies with its process, so a SIGKILL never leaves it held."""
     import fcntl
-
-    from tanplan.errors import UsageError
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

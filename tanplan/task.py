@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from tanplan import plugins
+from tanplan.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Task:
@@ -48,8 +51,6 @@ def from_config(cfg) -> Task:
     t = cfg.task
     if not t.loss and not t.metric:
         return DEFAULT
-    from tanplan import plugins
-
     loss = _batched(plugins.resolve(t.loss, "task.loss")) if t.loss else cross_entropy
     metric = _batched(plugins.resolve(t.metric, "task.metric")) if t.metric else accuracy
     return Task(loss, metric, f"{t.loss or 'cross-entropy'}, {t.metric or 'accuracy'}")
@@ -65,8 +66,6 @@ def check(task: Task, num_classes: int, label_dtype="int32") -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
-
-    from tanplan.errors import UsageError
 
     logits = jax.ShapeDtypeStruct((2, num_classes), jnp.float32)
     labels = jax.ShapeDtypeStruct((2,), jnp.dtype(label_dtype))
@@ -96,8 +95,6 @@ def check_label_dtype(cfg, dtype: str) -> None:
     """UsageError unless the labels' dtype suits cfg's task: the default task (cross-entropy, accuracy)
     reads integer class indices; a plugged-in task takes what its functions take (tanplan.task.check)."""
     import numpy as np
-
-    from tanplan.errors import UsageError
 
     if dtype and from_config(cfg) is DEFAULT and not np.issubdtype(np.dtype(dtype), np.integer):
         raise UsageError(f"the dataset's labels have dtype {dtype}; the default task (cross-entropy, accuracy) reads "

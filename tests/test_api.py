@@ -9,7 +9,7 @@ from helpers import CONFIG, run_cli
 
 import tanplan
 from tanplan.config import load_config
-from tanplan.results import FrontierResult, PlanResult, Proxy
+from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 
 def test_every_public_name_resolves():
     assert set(tanplan.__all__) <= set(dir(tanplan))

@@ -1,10 +1,16 @@
 """The package's layers: every import (module level and inside functions) points down or sideways
-within its layer, the module graph has no cycle, and the JAX-free layer (privacy/, config) imports no
-JAX, flax or optax, directly or through another tanplan module. Plus: `tanplan plan` loads no JAX."""
+within its layer, the module graph has no cycle, and the JAX-free layer (privacy/, config, outcomes/)
+imports no JAX, flax or optax, directly or through another tanplan module. outcomes/ (the stages' typed
+results) imports only outcomes/, privacy/, config, errors, fileio and the standard library. Every import of
+a tanplan module inside a function says why it is not at module level (`# lazy: <reason>`). Plus:
+`tanplan plan` loads no JAX."""
 
 import ast
+import io
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -27,6 +33,11 @@ RANKS = {
 }
 JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.results", "tanplan.outcomes")
 JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
+# What tanplan/outcomes/ may import from tanplan (besides the standard library): it sits under engine/ and
+# reports/, so that both can name its types.
+OUTCOMES_MAY_IMPORT = ("tanplan.outcomes", "tanplan.privacy", "tanplan.config", "tanplan.errors", "tanplan.fileio")
+# An import inside a function names its reason on its first line: `...  # lazy: JAX; the planner imports this`.
+LAZY_REASON = re.compile(r"# lazy: +\S")  # searched in the line's comment (after a `# noqa`, say)
 
 
 def module_name(path: Path) -> str:
@@ -123,6 +134,47 @@ def jax_reached(edges, external, start: str) -> list[str]:
     return bad
 
 
+def outcomes_imports(edges, external) -> list[str]:
+    """Imports of outcomes/ modules outside what they may import: tanplan modules not in
+    OUTCOMES_MAY_IMPORT, and anything outside the standard library."""
+    bad = []
+    for src in (m for m in edges if m.startswith("tanplan.outcomes")):
+        bad += [f"{src} -> {dst}" for dst in edges[src]
+                if dst != "tanplan" and not any(dst == ok or dst.startswith(ok + ".") for ok in OUTCOMES_MAY_IMPORT)]
+        bad += [f"{src} -> {ext}" for ext in external.get(src, ()) if ext.split(".")[0] not in sys.stdlib_module_names]
+    return sorted(set(bad))
+
+
+def function_level_imports(source: str) -> list[tuple[int, str]]:
+    """(line, its comment) of every import of a tanplan module (relative imports included) inside a function
+    of `source`, nested functions and methods included, each import once."""
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Import):
+                own = any(alias.name.split(".")[0] == "tanplan" for alias in sub.names)
+            elif isinstance(sub, ast.ImportFrom):
+                own = sub.level > 0 or (sub.module or "").split(".")[0] == "tanplan"
+            else:
+                continue
+            if own:
+                found.add((sub.lineno, comments.get(sub.lineno, "")))
+    return sorted(found)
+
+
+def lazy_without_reason(paths) -> list[str]:
+    """`path:line` of each function-level import of a tanplan module whose first line carries no
+    `# lazy: <reason>` comment (the reason not empty)."""
+    return [f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}"
+            for path in sorted(paths)
+            for line, comment in function_level_imports(path.read_text(encoding="utf-8"))
+            if not LAZY_REASON.search(comment)]
+
+
 def test_every_module_sits_in_a_known_layer():
     edges, _ = graph()
     unknown = sorted(m for m in edges if m != "__external__" and layer(m) not in RANKS)
@@ -146,12 +198,66 @@ def test_the_jax_free_layer_reaches_no_jax():
     assert [path for m in starts for path in jax_reached(edges, external, m)] == []
 
 
+def test_outcomes_import_only_privacy_config_errors_fileio_and_the_standard_library():
+    edges, external = graph()
+    assert any(m.startswith("tanplan.outcomes") for m in edges)
+    assert outcomes_imports(edges, external) == []
+
+
+def test_every_function_level_import_of_tanplan_says_why_it_is_lazy():
+    """Imports at module level show the import graph; one inside a function is there only where a layer must
+    stay lazy (the JAX-free planner, the command a cli call runs) and says so: `# lazy: <reason>`."""
+    offenders = lazy_without_reason(PACKAGE.rglob("*.py"))
+    assert offenders == [], f"{len(offenders)} function-level tanplan imports without `# lazy: <reason>`: {offenders}"
+
+
 def test_the_checks_catch_what_they_forbid():
     """The checks are not vacuous: an upward import, a cycle and a JAX import are each reported."""
     edges = {"tanplan.privacy.plan": {"tanplan.engine.loop"}, "tanplan.engine.loop": {"tanplan.privacy.plan"}}
     assert upward_imports(edges) == ["tanplan.privacy.plan -> tanplan.engine.loop"]
     assert cycles(edges) == [["tanplan.engine.loop", "tanplan.privacy.plan"]]
     assert jax_reached(edges, {"tanplan.engine.loop": {"jax.numpy"}}, "tanplan.privacy.plan")
+
+
+def test_the_outcomes_check_catches_an_import_it_forbids():
+    """An outcomes module that imports the engine, data/ or numpy is reported; privacy/, config, errors,
+    fileio, another outcomes module, the package itself and the standard library are not."""
+    edges = {"tanplan.outcomes.run_summary": {"tanplan.engine.loop", "tanplan.data", "tanplan.outcomes.base",
+                                              "tanplan.privacy.plan", "tanplan.config", "tanplan.errors",
+                                              "tanplan.fileio", "tanplan"},
+             "tanplan.outcomes.base": {"tanplan.privacy"}, "tanplan.engine.loop": {"tanplan.outcomes.base"}}
+    external = {"tanplan.outcomes.base": {"dataclasses", "typing.Any", "numpy"},
+                "tanplan.engine.loop": {"jax"}}
+    assert outcomes_imports(edges, external) == [
+        "tanplan.outcomes.base -> numpy",
+        "tanplan.outcomes.run_summary -> tanplan.data",
+        "tanplan.outcomes.run_summary -> tanplan.engine.loop",
+    ]
+
+
+def test_the_lazy_import_check_catches_an_import_without_its_reason(tmp_path):
+    """Unexplained function-level imports of tanplan are listed (in functions, methods and nested functions,
+    relative or absolute, with an empty reason, or with the reason only inside a string); explained ones,
+    module-level ones and function-level imports of other packages are not."""
+    source = tmp_path / "module.py"
+    source.write_text("\n".join([
+        "from tanplan.errors import UsageError",                                # 1: module level
+        "def f():",
+        "    from tanplan.engine import loop",                                  # 3: no reason
+        "    from tanplan.data import load  # lazy: numpy; the planner imports this module",  # 4: explained
+        "    import json",                                                      # 5: not tanplan
+        "    import tanplan.engine.loop as loop  # lazy:",                      # 6: empty reason
+        "    from tanplan import api  # noqa: F401  # lazy: after another comment",  # 7: explained
+        "    def inner():",
+        "        from . import sibling  # why: no",                             # 9: not `# lazy: `
+        "class C:",
+        "    def method(self):",
+        "        x = '# lazy: in a string'; from tanplan import api",           # 12: reason only in a string
+        "        import numpy as np  # third party: not this check's",          # 13: not tanplan
+        "",
+    ]), encoding="utf-8")
+    assert [line for line, _ in function_level_imports(source.read_text())] == [3, 4, 6, 7, 9, 12]
+    assert lazy_without_reason([source]) == [f"{source}:3", f"{source}:6", f"{source}:9", f"{source}:12"]
 
 
 def test_plan_command_and_planning_api_load_no_jax():

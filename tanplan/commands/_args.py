@@ -7,6 +7,8 @@ import json
 import math
 import sys
 
+from tanplan.fileio import _jsonable
+
 
 def _number(text: str, kind):
     try:
@@ -55,8 +57,6 @@ def float_list(text: str) -> list[float]:
 
 
 def print_json(obj) -> None:
-    from tanplan.fileio import _jsonable
-
     json.dump(obj, sys.stdout, indent=2, default=_jsonable, ensure_ascii=False)
     sys.stdout.write("\n")
 

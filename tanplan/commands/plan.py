@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import sys
 
+from tanplan import api
 from tanplan.commands._args import int_list, positive_float, positive_int, print_json, print_table, probability
+from tanplan.errors import UsageError
+from tanplan.reports.optimize import frontier_lines
+from tanplan.reports.plan import summary_rows
 
 HELP = ("compute σ (or ε), η, TAN, ε_TAN and the exact ε of a DP-SGD plan, with its regime and advice; with "
         "--compute or --device-hours, every (B, S, σ) on the budget frontier")
@@ -72,8 +76,6 @@ def _warn(line: str) -> None:
 
 def plan_result(args, **extra):
     """tanplan.api.plan of the arguments (σ calibrated when --epsilon is given); warns when δ ≥ 1/N."""
-    from tanplan import api
-
     return api.plan(args.dataset_size, args.batch_size, args.steps, sigma=args.sigma, epsilon=args.epsilon,
                     delta=args.delta, accountant=args.accountant,
                     neighbouring=getattr(args, "neighbouring", "add_remove"), warn=_warn, **extra)
@@ -82,28 +84,25 @@ def plan_result(args, **extra):
 def run(args) -> int:
     if args.compute is not None or args.device_hours is not None:
         return run_frontier(args)
-    from tanplan.errors import UsageError
-
     for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps)):
         if value is None:
             raise UsageError(f"tanplan plan: the following arguments are required: {flag} (or --compute with --epsilon)")
     if args.samples_per_second is not None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
-    from tanplan.reports.plan import summary_rows
-
-    typed = plan_result(args, dataset_sizes=args.dataset_sizes or (), out=args.out)
-    plan, accountants, result = typed.plan, typed.accountants, typed.to_dict()
+    result = plan_result(args, dataset_sizes=args.dataset_sizes or (), out=args.out)
+    plan, accountants = result.plan, result.accountants
     if args.json:
-        print_json(result)
+        print_json(result.to_dict())
         return 0
     print_table(summary_rows(plan, accountants), title="TAN plan")
-    print(f"regime: {result['regime_text']}")
-    for line in result["advice"]:
+    print(f"regime: {result.regime_text}")
+    for line in result.advice:
         print(f"  - {line}")
-    for row in result.get("dataset_sizes", []):
-        exact = ", ".join(f"ε {acc.upper()} {row['eps_' + acc]:.4g}" for acc in accountants if row["eps_" + acc])
-        print(f"  N = {row['dataset_size']:,}: q {row['q']:.4g}, η {row['eta']:.4g}, N·η {row['dataset_size'] * row['eta']:.4g}, "
-              f"δ {row['delta']:.2g}, {exact}, ε_TAN {row['eps_tan']:.4g}")
+    for row in result.dataset_sizes or ():
+        exact = ", ".join(f"ε {acc.upper()} {row.epsilon(acc, 'add_remove'):.4g}" for acc in accountants
+                          if row.epsilon(acc, "add_remove"))
+        print(f"  N = {row.dataset_size:,}: q {row.q:.4g}, η {row.eta:.4g}, N·η {row.dataset_size * row.eta:.4g}, "
+              f"δ {row.delta:.2g}, {exact}, ε_TAN {row.eps_tan:.4g}")
     print("ε_TAN is a heuristic, never a guarantee; the exact ε is the accountant's.")
     if args.out:
         print(f"report: {args.out}/report.md")
@@ -112,8 +111,6 @@ def run(args) -> int:
 
 def check_frontier_arguments(args) -> None:
     """One line naming the first argument that the --compute / --device-hours mode cannot use."""
-    from tanplan.errors import UsageError
-
     budget = "--compute" if args.compute is not None else "--device-hours"
     if args.epsilon is None:
         raise UsageError(f"{budget} needs --epsilon (σ is calibrated to it for every candidate), not --sigma")
@@ -132,18 +129,14 @@ def check_frontier_arguments(args) -> None:
 
 def run_frontier(args) -> int:
     """The budget frontier: every (B, S, σ) with B·S ≤ C and σ calibrated to --epsilon."""
-    from tanplan import api
-
     check_frontier_arguments(args)
     result = api.frontier(args.dataset_size, args.epsilon, delta=args.delta, compute=args.compute,
                           device_hours=args.device_hours, samples_per_second=args.samples_per_second,
                           model=args.model, min_batch_size=args.min_batch_size,
-                          steps_factor=args.steps_factor, accountant=record_of(args)).to_dict()
+                          steps_factor=args.steps_factor, accountant=record_of(args))
     if args.json:
-        print_json(result)
+        print_json(result.to_dict())
         return 0
-    from tanplan.reports.optimize import frontier_lines
-
     for line in frontier_lines(result):
         print(line)
     return 0

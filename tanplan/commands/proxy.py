@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from tanplan import api
 from tanplan.commands._args import positive_float, positive_int, print_json, print_table
-from tanplan.commands.plan import add_target_arguments
+from tanplan.commands.plan import _warn, add_target_arguments
 
 HELP = "derive constant-TAN proxies (B', σ·B'/B, S) of a target plan for cheap hyper-parameter search"
 
@@ -18,23 +19,20 @@ def configure(parser) -> None:
 
 
 def run(args) -> int:
-    from tanplan import api
-    from tanplan.commands.plan import _warn
-
     proxies = api.proxy(args.dataset_size, args.batch_size, args.steps, proxy_batch_sizes=args.proxy_batch_size or (),
                         savings=args.savings, sigma=args.sigma, epsilon=args.epsilon, delta=args.delta,
                         accountant=args.accountant, neighbouring=args.neighbouring, warn=_warn)
-    rows = [p.to_dict() for p in proxies]
     if args.json:
+        rows = [p.to_dict() for p in proxies]
         print_json(rows[0] if len(rows) == 1 else rows)
         return 0
-    t = rows[0]
-    print_table([("target", f"B={t['batch_size']:,}  σ={t['sigma']:.4g}  S={t['steps']:,}  "
-                            f"η_step={t['eta_step']:.4g}  exact ε ({t['target_accountant'].upper()})={t['target_epsilon']:.4g}, "
-                            f"RDP {t['target_eps_rdp']:.4g}")],
+    t = proxies[0]
+    print_table([("target", f"B={t.batch_size:,}  σ={t.sigma:.4g}  S={t.steps:,}  "
+                            f"η_step={t.eta_step:.4g}  exact ε ({t.target_accountant.upper()})={t.target_epsilon:.4g}, "
+                            f"RDP {t.target_eps_rdp:.4g}")],
                 title="TAN proxy")
-    for r in rows:
-        print(f"  proxy   B'={r['proxy_batch_size']:,}  σ'={r['proxy_sigma']:.4g}  S={r['steps']:,}  "
-              f"η_step={r['eta_step']:.4g}  savings {r['savings']:.4g}×")
+    for r in proxies:
+        print(f"  proxy   B'={r.proxy_batch_size:,}  σ'={r.proxy_sigma:.4g}  S={r.steps:,}  "
+              f"η_step={r.eta_step:.4g}  savings {r.savings:.4g}×")
     print(api.PROXY_CAVEAT)
     return 0

@@ -6,10 +6,13 @@ set would be a release that DP-SGD's accounting does not cover.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tanplan.data.source import ArraySource, Prefix, read_rows
 from tanplan.errors import UsageError
 
 
@@ -54,14 +57,10 @@ class Dataset:
     # The random-access sources the engine reads (tanplan.data.source): a Dataset is one such pair.
     @property
     def train(self):
-        from tanplan.data.source import ArraySource
-
         return ArraySource(self.x_train, self.y_train)
 
     @property
     def test(self):
-        from tanplan.data.source import ArraySource
-
         return ArraySource(self.x_test, self.y_test)
 
     @property
@@ -81,8 +80,6 @@ def with_train_examples(ds: Dataset, n: int) -> Dataset:
         raise UsageError(f"data.train_examples = {n} is not allowed: {ds.name} has {ds.num_train} training "
                          f"examples; use 1..{ds.num_train}, or 0 for all")
     if not ds.in_memory:
-        from tanplan.data.source import Prefix
-
         return replace(ds, train=Prefix(ds.train, n))
     return replace(ds, x_train=ds.x_train[:n], y_train=ds.y_train[:n])
 
@@ -130,8 +127,6 @@ def row_digests(x: np.ndarray, grid: float | None = None) -> set[bytes]:
     by grid), so two rows whose every coordinate differs by much less than grid/2 share a digest on at least
     one grid unless a coordinate of each grid falls at a cell's edge (a scaled and shifted copy, private ×
     1.0000001 + 1e-6, shares nearly every row)."""
-    import hashlib
-
     rows = np.ascontiguousarray(np.asarray(x, np.float32).reshape(len(x), -1))
     if grid is None:
         return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
@@ -145,8 +140,6 @@ def row_digests(x: np.ndarray, grid: float | None = None) -> set[bytes]:
 def same_test_set(a, b, rows: int = 65_536) -> bool:
     """Whether two datasets (in-memory Datasets or Sources) hold the same test rows, inputs and labels, in
     the same order; sources are compared in slices of `rows` (the test set is public: reading it is free)."""
-    from tanplan.data.source import read_rows
-
     if a.num_test != b.num_test or tuple(a.input_shape) != tuple(b.input_shape):
         return False
     if getattr(a, "in_memory", True) and getattr(b, "in_memory", True):
@@ -162,8 +155,6 @@ def same_test_set(a, b, rows: int = 65_536) -> bool:
 def source_digests(source, rows: int = 65_536, grid: float | None = None) -> set[bytes]:
     """row_digests of every row of a random-access source (tanplan.data.source), read in consecutive
     slices of `rows` (bounded memory: a source larger than memory is scanned, never held)."""
-    from tanplan.data.source import read_rows
-
     found: set[bytes] = set()
     for start in range(0, len(source), rows):
         x, _ = read_rows(source, np.arange(start, min(start + rows, len(source))))
@@ -204,8 +195,6 @@ def check_labels(y, what: str, public: bool = False) -> np.ndarray:
 def available_memory() -> int | None:
     """Bytes of memory available to a new allocation now (Linux's MemAvailable; else free pages; None if
     unknown): what sizes that would be held in memory (a batch, an image being resized) are checked against."""
-    import os
-
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:

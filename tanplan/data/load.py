@@ -7,7 +7,14 @@ train and test sources (tanplan.data.source), or a Dataset.
 
 from __future__ import annotations
 
+from tanplan import plugins
+from tanplan.data.cifar10 import load_cifar10
 from tanplan.data.dataset import Dataset, validated
+from tanplan.data.memmap import input_rank, load_memmap
+from tanplan.data.mnist1d import load_mnist1d
+from tanplan.data.mnist5k import load_mnist5k
+from tanplan.data.npz import load_npz, peek_rank
+from tanplan.data.source import Sources, describe
 from tanplan.errors import UsageError
 from tanplan.plugins import is_import_path
 
@@ -38,11 +45,7 @@ def dataset_kind(name: str, path=None, options=None) -> str:
     if name in _KIND:
         return _KIND[name]
     if name == "memmap":
-        from tanplan.data.memmap import input_rank
-
         return "image" if input_rank(path) == 3 else "1d"
-    from tanplan.data.npz import peek_rank
-
     return "image" if peek_rank(path) == 4 else "1d"
 
 
@@ -74,26 +77,16 @@ def load_dataset(name: str, *, path=None, num_samples: int = 60_000, seed: int =
         raise UsageError(f"data.path = {str(path)!r} is not used by {name}; it names the directory "
                          "for cifar10 and memmap or the file for npz (leave it empty)")
     if name == "mnist1d":
-        from tanplan.data.mnist1d import load_mnist1d
-
         ds = load_mnist1d(num_samples, seed)
     elif name == "mnist5k":
-        from tanplan.data.mnist5k import load_mnist5k
-
         ds = load_mnist5k(seed)
     elif name == "cifar10":
-        from tanplan.data.cifar10 import load_cifar10
-
         ds = load_cifar10(path)
     elif name == "memmap":
-        from tanplan.data.memmap import load_memmap
-
         if path is None:
             raise UsageError("data.path is empty: the memmap dataset needs the folder that `tanplan convert` wrote")
         return load_memmap(path)
     else:
-        from tanplan.data.npz import load_npz
-
         ds = load_npz(path)
     return validated(ds, str(path) if path is not None else name)
 
@@ -102,9 +95,6 @@ def from_loader(path: str, data_path, options: dict):
     """Call the loader named by the import path (data.dataset) with options (and path= when data.path is
     set) and turn what it returns into sources: Sources, a (train, test) pair, a dict with "train" and
     "test" (and num_classes, input_shape, mean, std), or an in-memory tanplan.data.Dataset."""
-    from tanplan import plugins
-    from tanplan.data.source import Sources, describe
-
     loader = plugins.resolve(path, "data.dataset")
     kwargs = {**options, **({"path": str(data_path)} if data_path is not None else {})}
     try:

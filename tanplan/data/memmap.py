@@ -36,6 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+import tanplan.data.cifar10 as cifar10
+import tanplan.data.dataset as dataset
+from tanplan.data.source import check_constants, describe
 from tanplan.errors import UsageError
 
 FORMAT, VERSION = "tanplan-memmap", 1
@@ -143,8 +146,6 @@ def _dtype(name, folder) -> np.dtype:
 
 def _check_constants(meta: dict, channels: int, where: Path) -> None:
     """scale: one finite number > 0; mean and std (when given): one finite number per channel, std > 0."""
-    from tanplan.data.source import check_constants
-
     scale = meta.get("scale", 1.0)
     if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not np.isfinite(scale) or scale <= 0:
         raise UsageError(f"{where}: scale = {scale!r} is not allowed: one finite number > 0 (1/255 for pixels)")
@@ -167,8 +168,6 @@ def _check_labels(path: Path, classes: int, public: bool, rows: int = 1 << 20) -
 
 def load_memmap(folder):
     """The memmap folder as tanplan.data.source.Sources (no row is read but the first test row)."""
-    from tanplan.data.source import describe
-
     folder = Path(folder).expanduser()
     meta = read_meta(folder)
     return describe(meta.get("name") or folder.name, MemmapSource(folder, "train", meta),
@@ -263,9 +262,7 @@ def check_fits(rows: int, shape: tuple[int, ...], out, *, working: int, what: st
         raise UsageError(f"{what} is not allowed here: {rows:,} images of {'×'.join(map(str, shape))} need "
                          f"{files / 2**30:,.1f} GiB on disk and {where} has {free / 2**30:,.1f} GiB free; "
                          "use a smaller --image-size or another --out")
-    from tanplan.data.dataset import available_memory
-
-    memory = available_memory()
+    memory = dataset.available_memory()  # looked up on its module: a test may stand in for it
     if memory is not None and working > memory:
         raise UsageError(f"{what} is not allowed: one image of {'×'.join(map(str, shape))} needs about "
                          f"{working / 2**30:,.1f} GiB of memory while resized and {memory / 2**30:,.1f} GiB are "
@@ -281,8 +278,6 @@ def _check_out(out) -> Path:
 
 def convert_cifar10(batches_dir, out) -> Path:
     """The CIFAR-10 python-pickle batches in `batches_dir` as a memmap folder `out` (uint8 pixels)."""
-    import tanplan.data.cifar10 as cifar10
-
     root = cifar10.resolve_dir(batches_dir)
     check_fits(60_000, (32, 32, 3), out, working=30_000_000, what="CIFAR-10")  # a batch file at a time: 30 MB
     out = _check_out(out)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tanplan.data.dataset import Dataset
+from tanplan.data.dataset import MAX_CLASSES, Dataset, check_labels
 from tanplan.errors import UsageError
 
 KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -48,8 +48,6 @@ def load_npz(path) -> Dataset:
 
 def public_num_classes(declared, y_test, path) -> int:
     """The class count from the file's num_classes entry, else from the test labels (public)."""
-    from tanplan.data.dataset import MAX_CLASSES, check_labels
-
     if declared is not None:
         value = np.asarray(declared)
         if value.shape != () or not np.issubdtype(value.dtype, np.integer) or not 2 <= int(value) <= MAX_CLASSES:

@@ -4,6 +4,10 @@ own model plugs in by import path (tanplan.models.plugins), checked for the same
 Per-example privacy needs each example's logits to depend on that example alone: BatchNorm's batch
 statistics would mix examples (and carry a mutable `batch_stats` collection), so the models normalise
 with GroupNorm, LayerNorm or weight standardisation instead (tests/models check this for every model).
+
+Modules: mlp, cnn (CNN1D, CNN2D), resnet (ResNet-18 with GroupNorm), wrn (Wide ResNet), nf_resnet
+(normaliser-free ResNet), vit (a small Vision Transformer), layers (the blocks they share) and plugins (a
+user's model by import path, and its checks); this module names them (MODELS, create_model).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from tanplan.models.layers import NORM_ORDERS
 from tanplan.models.mlp import MLP
 from tanplan.models.nf_resnet import STAGES as NF_DEPTHS
 from tanplan.models.nf_resnet import NFResNet
+from tanplan.models.plugins import create_plugin
 from tanplan.models.resnet import STAGES as RESNET_DEPTHS
 from tanplan.models.resnet import ResNetGN
 from tanplan.models.vit import ViT, num_heads
@@ -76,8 +81,6 @@ def create_model(name: str, num_classes: int, *, width: int = 0, depth: int = 0,
     line listing what is allowed.
     """
     if is_import_path(name):
-        from tanplan.models.plugins import create_plugin
-
         return create_plugin(name, num_classes, width=width, depth=depth, norm_order=norm_order, options=options)
     if options:
         raise UsageError(f"model.options is not allowed for {name}: it passes keyword arguments to a plugged-in "

@@ -21,6 +21,7 @@ the calibration bound) is dropped with its reason, never shown as a candidate. N
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -29,44 +30,40 @@ from tanplan.privacy import accounting
 from tanplan.privacy.plan import Plan, default_delta, validate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One full-scale plan on the frontier: the Plan (σ calibrated to the budget) and its exact RDP ε."""
+    """One full-scale plan on the frontier: (B, S, σ) with σ calibrated to the budget, its exact ε under the
+    accountant of record and under RDP, and its TAN figures. The fields are its JSON keys (`tanplan plan
+    --compute`, optimize.json), so `tanplan optimize`'s rows (tanplan.outcomes.optimize.FrontierRow) extend it."""
 
-    plan: Plan
+    batch_size: int
+    steps: int
+    sigma: float
+    epsilon: float  # under the accountant of record, the one σ was calibrated with
+    accountant: str
     eps_rdp: float
+    eta: float
+    eta_step: float
+    eps_tan: float
+    q: float
+    regime: str
+    compute: int  # examples processed by the run: B·S (B the expected batch size)
 
-    @property
-    def epsilon(self) -> float:
-        """Its exact ε under the accountant of record (the one σ was calibrated with)."""
-        return self.plan.epsilon()
-
-    @property
-    def batch_size(self) -> int:
-        return self.plan.batch_size
-
-    @property
-    def steps(self) -> int:
-        return self.plan.steps
-
-    @property
-    def sigma(self) -> float:
-        return self.plan.sigma
-
-    @property
-    def compute(self) -> int:
-        """Examples processed by the run: B·S (B the expected batch size)."""
-        return self.plan.batch_size * self.plan.steps
+    @classmethod
+    def of(cls, plan: Plan) -> "Candidate":
+        return cls(batch_size=plan.batch_size, steps=plan.steps, sigma=plan.sigma, epsilon=plan.epsilon(),
+                   accountant=plan.accountant, eps_rdp=plan.epsilon("rdp"), eta=plan.eta, eta_step=plan.eta_step,
+                   eps_tan=plan.eps_tan, q=plan.q, regime=plan.regime.value, compute=plan.batch_size * plan.steps)
 
     def to_dict(self) -> dict:
-        p = self.plan
-        return {"batch_size": p.batch_size, "steps": p.steps, "sigma": p.sigma, "epsilon": self.epsilon,
-                "accountant": p.accountant, "eps_rdp": self.eps_rdp,
-                "eta": p.eta, "eta_step": p.eta_step, "eps_tan": p.eps_tan, "q": p.q, "regime": p.regime.value,
-                "compute": self.compute}
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data) -> "Candidate":
+        return cls(**data)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Dropped:
     """A grid point whose ε cannot be met, and why."""
 
@@ -74,9 +71,19 @@ class Dropped:
     steps: int
     reason: str
 
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
-@dataclass(frozen=True)
+    @classmethod
+    def from_dict(cls, data) -> "Dropped":
+        return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Frontier:
+    """Every candidate of one budget, and the grid points dropped (tanplan.outcomes.planning.FrontierResult
+    adds what `tanplan plan --compute` reports beside them)."""
+
     dataset_size: int
     epsilon: float
     delta: float
@@ -88,8 +95,7 @@ class Frontier:
     def to_dict(self) -> dict:
         return {"dataset_size": self.dataset_size, "epsilon": self.epsilon, "delta": self.delta,
                 "compute": self.compute, "accountant": self.accountant,
-                "candidates": [c.to_dict() for c in self.candidates],
-                "dropped": [{"batch_size": d.batch_size, "steps": d.steps, "reason": d.reason} for d in self.dropped]}
+                "candidates": [c.to_dict() for c in self.candidates], "dropped": [d.to_dict() for d in self.dropped]}
 
 
 def check_budget(dataset_size: int, epsilon: float, compute: int, delta: float, min_batch_size: int = 1,
@@ -159,15 +165,15 @@ def frontier(dataset_size: int, epsilon: float, compute: int, delta: float | Non
         try:
             plan = Plan.from_budget(dataset_size, batch, steps, epsilon, delta, accountant)
         except UsageError as err:  # the σ bound: this split of C cannot meet ε
-            dropped.append(Dropped(batch, steps, str(err)))
+            dropped.append(Dropped(batch_size=batch, steps=steps, reason=str(err)))
             continue
-        candidates.append(Candidate(plan, plan.epsilon("rdp")))
+        candidates.append(Candidate.of(plan))
     if not candidates:
         reasons = "; ".join(sorted({d.reason for d in dropped})) or "no batch size in range"
         raise UsageError(f"compute {compute} leaves no candidate for N={dataset_size}, epsilon={epsilon:g} with "
                          f"batch sizes in [{min_batch_size}, {dataset_size}]: {reasons}")
-    return Frontier(dataset_size, float(epsilon), float(delta), int(compute), accountant, tuple(candidates),
-                    tuple(dropped))
+    return Frontier(dataset_size=dataset_size, epsilon=float(epsilon), delta=float(delta), compute=int(compute),
+                    accountant=accountant, candidates=tuple(candidates), dropped=tuple(dropped))
 
 
 __all__ = ["Candidate", "Dropped", "Frontier", "anchor_steps", "check_budget", "frontier", "steps_grid"]

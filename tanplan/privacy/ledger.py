@@ -30,6 +30,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+from tanplan.privacy import accounting
+
 
 @dataclass
 class Release:
@@ -55,8 +57,6 @@ class Release:
 
     def event(self):
         """Its dp-accounting DpEvent (None when it released nothing yet)."""
-        from tanplan.privacy import accounting
-
         if self.kind == "dp_snip":
             return accounting.dp_sgd_event(self.q, self.sigma, 1)
         return accounting.dp_sgd_event(self.q, self.sigma, self.steps) if self.steps else None
@@ -117,8 +117,6 @@ class Ledger:
             return 0.0
         if not self.private or self.delta is None:
             return None
-        from tanplan.privacy import accounting
-
         return accounting.epsilon_of_events(events, self.delta, accountant, neighbouring,
                                             self.pld_interval if accountant == "pld" else None)
 
@@ -126,9 +124,7 @@ class Ledger:
         """(accountant, neighbouring) of the figure this ledger's run shows and records as `epsilon`: those
         of record; RDP under add/remove-one for a proxy, and wherever PLD cannot run (σ below
         tanplan.privacy.accounting.PLD_SIGMA_MIN: a full-scale run is refused there before it starts)."""
-        from tanplan.privacy.accounting import PLD_SIGMA_MIN
-
-        low = any(0 < r.sigma < PLD_SIGMA_MIN for r in self.releases)
+        low = any(0 < r.sigma < accounting.PLD_SIGMA_MIN for r in self.releases)
         if self.proxy or (self.accountant == "pld" and low):
             return "rdp", "add_remove"
         return self.accountant, self.neighbouring
@@ -140,8 +136,6 @@ class Ledger:
     def pld_figures(self) -> dict:
         """{"epsilon_pld", "epsilon_replace_one", "pld_note"}: PLD under both relations where it can run
         (σ ≥ 0.1), else None with the reason (the RDP figure stands beside it)."""
-        from tanplan.privacy import accounting
-
         events = self.events()
         if not events or not self.private or self.delta is None:
             zero = 0.0 if not events else None
@@ -187,8 +181,6 @@ def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "r
     """ε at δ of every release of every ledger composed: the cost to a dataset that all these runs trained
     on (sequential composition of their DpEvents, by tanplan.privacy.accounting.epsilon_of_events).
     None when any of them is non-private."""
-    from tanplan.privacy import accounting
-
     if any(not ledger.private for ledger in ledgers):
         return None
     return accounting.epsilon_of_events([e for ledger in ledgers for e in ledger.events()], delta, accountant,

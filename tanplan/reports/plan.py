@@ -7,7 +7,9 @@ families with their exact ε.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,34 @@ from tanplan.reports.figures import figure
 PRIVACY_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def proxy_rows(plan: Plan, batch_sizes=None) -> list[dict]:
+@dataclass(frozen=True)
+class ProxyRow:
+    """A member of the constant-η_step, constant-S family (a row of proxy_family.csv)."""
+
+    batch_size: int
+    sigma: float
+    steps: int
+    eta_step: float
+    savings: float
+    regime: str
+    eps_rdp_of_proxy: float
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """A member of the constant-η, constant-σ family (a row of privacy_family.csv)."""
+
+    k: float
+    batch_size: int
+    sigma: float
+    steps: int
+    lr_scale: float
+    eta: float
+    compute_ratio: float
+    eps_rdp: float
+
+
+def proxy_rows(plan: Plan, batch_sizes=None) -> list[ProxyRow]:
     """The constant-η_step, constant-S family from B down by powers of two (at least 1)."""
     if batch_sizes is None:
         batch_sizes = sorted({max(1, plan.batch_size >> i) for i in range(0, 9, 2)}, reverse=True)
@@ -30,29 +59,27 @@ def proxy_rows(plan: Plan, batch_sizes=None) -> list[dict]:
         if point.sigma < SIGMA_MIN:  # below the accountants' domain (tanplan.privacy.accounting)
             continue
         proxy = plan.proxy(point.batch_size)
-        rows.append({"batch_size": proxy.batch_size, "sigma": proxy.sigma, "steps": proxy.steps,
-                     "eta_step": proxy.eta_step, "savings": plan.savings(proxy), "regime": proxy.regime.value,
-                     "eps_rdp_of_proxy": proxy.epsilon("rdp")})
+        rows.append(ProxyRow(proxy.batch_size, proxy.sigma, proxy.steps, proxy.eta_step, plan.savings(proxy),
+                             proxy.regime.value, proxy.epsilon("rdp")))
     return rows
 
 
-def privacy_family_rows(plan: Plan, factors=PRIVACY_FACTORS) -> list[dict]:
+def privacy_family_rows(plan: Plan, factors=PRIVACY_FACTORS) -> list[FamilyRow]:
     """The constant-η, constant-σ family: S·k² steps at B/k, learning rate × 1/k²."""
     rows = []
     for point in tan.privacy_parameter_family(plan.batch_size, plan.sigma, plan.steps, factors):
         if point.batch_size > plan.dataset_size or point.steps > MAX_STEPS:
             continue
         member = Plan(plan.dataset_size, point.batch_size, point.steps, plan.sigma, plan.delta)
-        rows.append({"k": plan.batch_size / point.batch_size, "batch_size": point.batch_size, "sigma": plan.sigma,
-                     "steps": point.steps, "lr_scale": point.lr_scale, "eta": member.eta,
-                     "compute_ratio": point.batch_size * point.steps / (plan.batch_size * plan.steps),
-                     "eps_rdp": member.epsilon("rdp")})
+        rows.append(FamilyRow(plan.batch_size / point.batch_size, point.batch_size, plan.sigma, point.steps,
+                              point.lr_scale, member.eta,
+                              point.batch_size * point.steps / (plan.batch_size * plan.steps), member.epsilon("rdp")))
     return rows
 
 
-def _csv(rows: list[dict]) -> str:
-    keys = list(rows[0])
-    lines = [",".join(keys)] + [",".join(_fmt(r[k]) for k in keys) for r in rows]
+def _csv(rows: list) -> str:
+    keys = [f.name for f in dataclasses.fields(rows[0])]
+    lines = [",".join(keys)] + [",".join(_fmt(v) for v in dataclasses.astuple(r)) for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -60,10 +87,10 @@ def _fmt(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _markdown(rows: list[dict]) -> str:
-    keys = list(rows[0])
+def _markdown(rows: list) -> str:
+    keys = [f.name for f in dataclasses.fields(rows[0])]
     out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    out += ["| " + " | ".join(_fmt(r[k]) for k in keys) + " |" for r in rows]
+    out += ["| " + " | ".join(_fmt(v) for v in dataclasses.astuple(r)) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -106,17 +133,17 @@ def figure_rdp_ratio(plan: Plan, path: Path) -> Path:
     return path
 
 
-def figure_families(plan: Plan, proxies: list[dict], privacy: list[dict], path: Path) -> Path:
+def figure_families(plan: Plan, proxies: list[ProxyRow], privacy: list[FamilyRow], path: Path) -> Path:
     with figure(path, 1, 2, figsize=(10, 4)) as (fig, (left, right)):
-        left.plot([r["batch_size"] for r in proxies], [r["eps_rdp_of_proxy"] for r in proxies], marker="o")
+        left.plot([r.batch_size for r in proxies], [r.eps_rdp_of_proxy for r in proxies], marker="o")
         left.axhline(plan.epsilon("rdp"), color="k", ls="--", lw=1, label="target ε")
         left.set(xscale="log", yscale="log", xlabel="proxy batch size B'", ylabel="exact ε of the member (RDP)",
                  title="Constant η_step and S (proxies)")
         left.legend(fontsize=8)
-        right.plot([r["k"] for r in privacy], [r["eps_rdp"] for r in privacy], marker="o")
+        right.plot([r.k for r in privacy], [r.eps_rdp for r in privacy], marker="o")
         right.axhline(plan.eps_tan, color="k", ls="--", lw=1, label="ε_TAN")
         right.set(xscale="log", xlabel="k (B/k, S·k²)", ylabel="exact ε (RDP)", title="Constant η and σ")
-        right.set_xticks([r["k"] for r in privacy], [f"{r['k']:.3g}" for r in privacy])
+        right.set_xticks([r.k for r in privacy], [f"{r.k:.3g}" for r in privacy])
         right.minorticks_off()
         right.legend(fontsize=8)
     return path

@@ -21,15 +21,19 @@ scatter of the candidates' mean accuracies around the law with the scatter of th
 candidate's mean (pure error). A small p-value says the law does not hold over the range fitted (a
 cliff, say, where a candidate's rescaled learning rate is too large). The intervals also assume that every
 candidate's seeds scatter alike; Bartlett's test (equal_variance_p) checks it: an unstable candidate
-whose seeds scatter far more than the others' fails it.
+whose seeds scatter far more than the others' fails it. widest_fit fits the law over the widest run of
+consecutive S on which both tests pass, so such a candidate is left out of the law rather than bending it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
+
+from tanplan.outcomes.optimize import LawFit, LawRange
 
 DEGREES = {"quadratic": 2, "linear": 1, "flat": 0}
 LAWS = ("auto", *DEGREES)
@@ -176,4 +180,44 @@ def equal_variance_p(steps, accuracies) -> float | None:
     return float(stats.bartlett(*samples).pvalue)
 
 
-__all__ = ["FrontierLaw", "LAWS", "equal_variance_p", "fit_degree", "fit_frontier_law", "lack_of_fit"]
+def widest_fit(runs: Mapping[int, Sequence[float]], law: str, level: float) -> tuple[FrontierLaw, LawRange]:
+    """(law, range): the law of `law` over the widest run of consecutive S on which it passes the lack-of-fit
+    and the equal-variance tests at 1 − level; among equally wide runs, the one with the smallest residual
+    scatter. With no such run of three or more, the three consecutive S with the smallest scatter, and
+    range.passes is False. The range's p-values are those over every S.
+
+    runs: the accuracies of each S's proxy runs (three S or more), in the order they were trained (the fit's
+    rows keep that order)."""
+    trained = sorted(runs)
+
+    def fit(span):
+        used = [(s, a) for s, accuracies in runs.items() if span[0] <= s <= span[-1] for a in accuracies]
+        steps, acc = [s for s, _ in used], [a for _, a in used]
+        fitted, equal_p = fit_frontier_law(steps, acc, law, level), equal_variance_p(steps, acc)
+        passes = all(p is None or p >= 1 - level for p in (fitted.lack_of_fit_p, equal_p))
+        return fitted, equal_p, passes
+
+    fitted, equal_p, passes = fit(trained)
+    first = fitted.lack_of_fit_p, equal_p
+    span = trained
+    if not passes:
+        for width in range(len(trained) - 1, 2, -1):
+            fits = [(fit(trained[i:i + width]), trained[i:i + width]) for i in range(len(trained) - width + 1)]
+            good = [f for f in fits if f[0][2]] or (fits if width == 3 else [])
+            if good:
+                (fitted, equal_p, passes), span = min(good, key=lambda f: f[0][0].residual_std)
+                break
+    excluded = tuple(s for s in trained if not span[0] <= s <= span[-1])
+    return fitted, LawRange(low=span[0], high=span[-1], excluded=excluded, passes=passes, lack_of_fit_p=first[0],
+                            equal_variance_p=first[1])
+
+
+def law_fit(law: FrontierLaw, level: float, span: LawRange) -> LawFit:
+    """What optimize.json says of the law: its fit, its top coefficient's `level` interval and its range."""
+    return LawFit(model=law.model, coef=law.coef, residual_std=law.residual_std, n=law.n, dof=law.dof,
+                  x_mean=law.x_mean, r2=law.r2, lack_of_fit_p=law.lack_of_fit_p, level=level,
+                  top_interval=tuple(law.top_interval(level)), range=span)
+
+
+__all__ = ["FrontierLaw", "LAWS", "equal_variance_p", "fit_degree", "fit_frontier_law", "lack_of_fit", "law_fit",
+           "widest_fit"]

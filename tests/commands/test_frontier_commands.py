@@ -36,7 +36,7 @@ def test_plan_device_hours_times_a_given_throughput(capsys):
 
 
 def test_plan_device_hours_measures_the_throughput_when_not_given(capsys, monkeypatch):
-    import tanplan.workflow.optimize as stage
+    import tanplan.workflow.frontier_plan as stage
 
     timed = []
     monkeypatch.setattr(stage, "measure_throughput", lambda model: timed.append(model) or 50.0)

@@ -33,20 +33,20 @@ def study(tmp_path_factory):
 
 def test_each_candidate_is_simulated_by_its_constant_eta_step_proxy(study):
     cfg, train_fn, result, _ = study
-    simulated = [r for r in result["frontier"] if r["simulated"]]
-    assert [r["steps"] for r in simulated] == [10, 20, 40, 80, 160]  # S_ref = 20, ×2 apart, nearest first
+    simulated = [r for r in result.frontier if r.simulated]
+    assert [r.steps for r in simulated] == [10, 20, 40, 80, 160]  # S_ref = 20, ×2 apart, nearest first
     proxies = train_fn.calls[:-1]  # the last call is the launch
     assert len(proxies) == 5 * cfg.optimize.seeds
     n = 1600
     for run_cfg in proxies:
         run = resolve_plan(run_cfg, n)
         target = run.target
-        row = next(r for r in simulated if r["steps"] == run.steps)
-        assert (target.batch_size, target.steps) == (row["batch_size"], row["steps"])
+        row = next(r for r in simulated if r.steps == run.steps)
+        assert (target.batch_size, target.steps) == (row.batch_size, row.steps)
         assert run.batch_size == round(target.batch_size / 8)
         assert run.sigma == pytest.approx(target.sigma * run.batch_size / target.batch_size)  # σ·B'/B: η_step kept
         assert run.steps == target.steps
-        assert target.sigma == pytest.approx(row["sigma"])
+        assert target.sigma == pytest.approx(row.sigma)
         # learning rate ∝ 1/S and EMA horizon ∝ S (TAN §4.3), from the config's S_ref = 20
         assert run_cfg.train.learning_rate == pytest.approx(cfg.train.learning_rate * 20 / run.steps)
         assert 1 / (1 - run_cfg.train.ema_decay) == pytest.approx(run.steps / 20 / (1 - cfg.train.ema_decay))
@@ -55,64 +55,64 @@ def test_each_candidate_is_simulated_by_its_constant_eta_step_proxy(study):
 
 def test_every_candidate_is_within_the_budgets(study):
     cfg, _, result, _ = study
-    for r in result["frontier"]:
-        assert r["batch_size"] * r["steps"] <= result["compute"] == 512 * 20
-        assert r["epsilon"] <= cfg.privacy.epsilon and r["accountant"] == "pld"
-        assert r["epsilon"] == pytest.approx(accounting.epsilon(r["batch_size"] / 1600, r["sigma"], r["steps"],
+    for r in result.frontier:
+        assert r.batch_size * r.steps <= result.compute == 512 * 20
+        assert r.epsilon <= cfg.privacy.epsilon and r.accountant == "pld"
+        assert r.epsilon == pytest.approx(accounting.epsilon(r.batch_size / 1600, r.sigma, r.steps,
                                                                 1600 ** -1.1, "pld"))
-        assert r["eps_rdp"] == pytest.approx(accounting.epsilon(r["batch_size"] / 1600, r["sigma"], r["steps"],
+        assert r.eps_rdp == pytest.approx(accounting.epsilon(r.batch_size / 1600, r.sigma, r.steps,
                                                                  1600 ** -1.1, "rdp"))
 
 
 def test_the_peak_of_the_law_is_recommended_with_an_interval_that_covers_it(study):
     _, _, result, _ = study
-    best = result["recommendation"]
-    assert best["steps"] == 40 and best["eligible"]
-    low, high = best["prediction_interval"]
+    best = result.recommendation
+    assert best.steps == 40 and best.eligible
+    low, high = best.prediction_interval
     assert low < 0.8 < high
-    assert result["runner_up"]["steps"] in (28, 57)
+    assert result.runner_up.steps in (28, 57)
     # an end of the simulated range: S = 10 and 160 lie equally far from the peak in ln S, noise decides
-    assert result["worst"]["steps"] in (10, 160)
-    assert result["distinguishable_from_worst"] and "beats the worst-predicted" in result["verdict"]
-    assert result["law"]["model"] == "quadratic"
+    assert result.worst.steps in (10, 160)
+    assert result.distinguishable_from_worst and "beats the worst-predicted" in result.verdict
+    assert result.law.model == "quadratic"
     # extrapolated candidates are predicted but never recommended
-    assert not any(r["eligible"] for r in result["frontier"] if r["steps"] < 10 or r["steps"] > 160)
+    assert not any(r.eligible for r in result.frontier if r.steps < 10 or r.steps > 160)
 
 
 def test_the_recommendation_is_launched_and_compared_with_its_interval(study):
     cfg, train_fn, result, out = study
     launched_cfg = train_fn.calls[-1]
-    best = result["recommendation"]
-    assert (launched_cfg.train.batch_size, launched_cfg.train.steps) == (best["batch_size"], best["steps"])
+    best = result.recommendation
+    assert (launched_cfg.train.batch_size, launched_cfg.train.steps) == (best.batch_size, best.steps)
     assert launched_cfg.train.proxy_batch_size == 0
-    launch = result["launch"]
-    assert launch["inside_interval"] == (launch["prediction_interval"][0] <= launch["actual_accuracy"]
-                                         <= launch["prediction_interval"][1])
-    assert launch["epsilon_pld"] <= cfg.privacy.epsilon < launch["epsilon_rdp"]
+    launch = result.launch
+    assert launch.inside_interval == (launch.prediction_interval[0] <= launch.actual_accuracy
+                                      <= launch.prediction_interval[1])
+    assert launch.epsilon_pld <= cfg.privacy.epsilon < launch.epsilon_rdp
     assert (out / "launch" / "launch.json").is_file()
 
 
 def test_the_report_and_its_files(study):
     _, _, result, out = study
     saved = json.loads((out / "optimize.json").read_text())
-    assert saved["recommendation"]["steps"] == result["recommendation"]["steps"]
+    assert saved["recommendation"]["steps"] == result.recommendation.steps
     assert (out / "frontier.png").read_bytes()[:4] == b"\x89PNG"
-    assert len((out / "candidates.csv").read_text().splitlines()) == len(result["frontier"]) + 1
+    assert len((out / "candidates.csv").read_text().splitlines()) == len(result.frontier) + 1
     report = (out / "report.md").read_text()
-    best, worst = result["recommendation"], result["worst"]
+    best, worst = result.recommendation, result.worst
     for row in (best, worst):
-        assert f"--set train.batch_size={row['batch_size']} --set train.steps={row['steps']}" in report
-    assert f"reached **{100 * result['launch']['actual_accuracy']:.1f}%**" in report
-    proxy = sum(p["batch_size"] * p["steps"] for p in result["points"])
-    assert result["proxy_compute_fraction"] == pytest.approx(proxy / (best["batch_size"] * best["steps"]))
-    assert f"{result['proxy_compute_fraction']:.3f}" in report
+        assert f"--set train.batch_size={row.batch_size} --set train.steps={row.steps}" in report
+    assert f"reached **{100 * result.launch.actual_accuracy:.1f}%**" in report
+    proxy = sum(p["batch_size"] * p["steps"] for p in result.points)
+    assert result.proxy_compute_fraction == pytest.approx(proxy / (best.batch_size * best.steps))
+    assert f"{result.proxy_compute_fraction:.3f}" in report
 
 
 def test_a_flat_frontier_is_reported_as_indistinguishable():
     cfg = load_config(CONFIG, OPT + ["optimize.law=auto"])
     result = optimize(cfg, None, train_fn=fake_train(lambda run: 0.8, noise=0.01, of_run=True), log=quiet)
-    assert not result["distinguishable_from_runner_up"]
-    assert "cannot tell" in result["verdict"] or "cannot be told" in result["verdict"]
+    assert not result.distinguishable_from_runner_up
+    assert "cannot tell" in result.verdict or "cannot be told" in result.verdict
 
 
 @pytest.mark.parametrize("sets, kwargs, words", [
@@ -138,9 +138,9 @@ def test_a_best_candidate_at_an_end_of_the_range_is_looked_beyond():
     cfg = load_config(CONFIG, OPT)
     train_fn = fake_train(lambda run: 0.9 - 0.01 * math.log(run.steps), noise=0.002, of_run=True)
     result = optimize(cfg, None, train_fn=train_fn, log=quiet)
-    simulated = [r["steps"] for r in result["frontier"] if r["simulated"]]
+    simulated = [r.steps for r in result.frontier if r.simulated]
     assert simulated == [7, 10, 20, 40, 80, 160]
-    assert result["recommendation"]["steps"] == 7 and "frontier's end with the largest batch" in result["verdict"]
+    assert result.recommendation.steps == 7 and "frontier's end with the largest batch" in result.verdict
 
 
 def test_a_diverging_candidate_is_left_out_of_the_law_and_never_recommended():
@@ -155,10 +155,10 @@ def test_a_diverging_candidate_is_left_out_of_the_law_and_never_recommended():
         return inner(run_cfg, workdir, progress=progress, **kwargs)
 
     result = optimize(cfg, None, train_fn=train_fn, log=quiet)
-    row = next(r for r in result["frontier"] if r["steps"] == 10)
-    assert row["diverged"] and not row["eligible"] and row["runs"] == []
-    assert all(p["candidate_steps"] != 10 for p in result["points"])
-    assert result["recommendation"]["steps"] == 40
+    row = next(r for r in result.frontier if r.steps == 10)
+    assert row.diverged and not row.eligible and row.runs == ()
+    assert all(p["candidate_steps"] != 10 for p in result.points)
+    assert result.recommendation.steps == 40
 
 
 def test_an_unstable_end_candidate_is_left_out_of_the_law():
@@ -172,12 +172,12 @@ def test_an_unstable_end_candidate_is_left_out_of_the_law():
     unstable = fake_train(lambda run: law(run) + (rng.normal(0, 0.1) if run.steps == 10 else 0.0), noise=0.003,
                           of_run=True)
     result = optimize(cfg, None, train_fn=unstable, log=quiet)
-    span = result["law"]["range"]
-    assert span["excluded"] == [10] and span["equal_variance_p"] < 0.05
-    assert (span["low"], span["high"]) == (20, 160)
-    row = next(r for r in result["frontier"] if r["steps"] == 10)
-    assert row["outside_law"] and not row["eligible"]
-    assert result["recommendation"]["steps"] == 40
+    span = result.law.range
+    assert span.excluded == (10,) and span.equal_variance_p < 0.05
+    assert (span.low, span.high) == (20, 160)
+    row = next(r for r in result.frontier if r.steps == 10)
+    assert row.outside_law and not row.eligible
+    assert result.recommendation.steps == 40
 
 
 def test_a_best_candidate_next_to_a_left_out_one_says_so():
@@ -190,9 +190,9 @@ def test_a_best_candidate_next_to_a_left_out_one_says_so():
     falling = fake_train(lambda run: 0.9 - 0.02 * math.log(run.steps) + (rng.normal(0, 0.1) if run.steps == 10
                                                                          else 0.0), noise=0.003, of_run=True)
     result = optimize(cfg, None, train_fn=falling, log=quiet)
-    assert result["law"]["range"]["excluded"] == [10]
-    assert result["recommendation"]["steps"] == 20
-    assert "beyond it, S = 10 was simulated and left out of the law" in result["verdict"]
+    assert result.law.range.excluded == (10,)
+    assert result.recommendation.steps == 20
+    assert "beyond it, S = 10 was simulated and left out of the law" in result.verdict
 
 
 def test_no_proxy_batch_falls_below_the_floor():
@@ -203,7 +203,7 @@ def test_no_proxy_batch_falls_below_the_floor():
     trained = {(resolve_plan(c, 1600).target.batch_size, resolve_plan(c, 1600).batch_size) for c in train_fn.calls}
     assert {b_proxy for _, b_proxy in trained} >= {16, 32}  # both rules are met in this frontier
     assert all(b_proxy == max(16, round(b / 8)) for b, b_proxy in trained)
-    assert min(r["batch_size"] for r in result["frontier"]) >= 4 * 16  # a proxy saves at least 4×
+    assert min(r.batch_size for r in result.frontier) >= 4 * 16  # a proxy saves at least 4×
 
 
 def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_path):
@@ -221,23 +221,23 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
         proxies = train_fn.calls[:-1]  # the last call is the launch, on the private set
         assert {c.data.seed for c in proxies} == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
         assert train_fn.calls[-1].data.seed == cfg.data.seed
-        assert result["tuning"]["tuning_data"] == data
-        spent = result["privacy_spent"]
+        assert result.tuning["tuning_data"] == data
+        spent = result.privacy_spent
         assert spent["runs"] == len(proxies) and spent["epsilon_rdp"] > cfg.privacy.epsilon
         report = (tmp_path / data / "report.md").read_text()
-        launch_eps = result["launch"]["epsilon_rdp"]
+        launch_eps = result.launch.epsilon_rdp
         if data == "public":
-            assert result["epsilon_total_runs"] == 1 and result["epsilon_total_rdp"] == pytest.approx(launch_eps)
+            assert result.epsilon_total_runs == 1 and result.epsilon_total_rdp == pytest.approx(launch_eps)
             assert "the launch's ε is the guarantee" in report
         else:
             ledgers = ledgers_under(tmp_path / data)
-            assert result["epsilon_total_runs"] == len(ledgers) == len(train_fn.calls)
-            assert result["epsilon_total_rdp"] == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
-            assert result["epsilon_total_rdp"] > max(spent["epsilon_rdp"], launch_eps)
-            assert "the total ε is the guarantee" in report and f"**{result['epsilon_total_rdp']:.4g}**" in report
+            assert result.epsilon_total_runs == len(ledgers) == len(train_fn.calls)
+            assert result.epsilon_total_rdp == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
+            assert result.epsilon_total_rdp > max(spent["epsilon_rdp"], launch_eps)
+            assert "the total ε is the guarantee" in report and f"**{result.epsilon_total_rdp:.4g}**" in report
             # within the bound checked before any proxy trained (RDP: the proxies' σ' is below PLD's domain)
-            assert result["epsilon_total_planned_accountant"] == "rdp"
-            assert result["epsilon_total_rdp"] <= result["epsilon_total_planned"] * (1 + 1e-9)
+            assert result.epsilon_total_planned_accountant == "rdp"
+            assert result.epsilon_total_rdp <= result.epsilon_total_planned * (1 + 1e-9)
 
 
 def test_private_tuning_over_the_total_budget_trains_nothing(tmp_path):
@@ -251,10 +251,11 @@ def test_private_tuning_over_the_total_budget_trains_nothing(tmp_path):
 
 
 def test_the_typed_result_is_the_json_it_came_from(study):
-    from tanplan.results import FrontierRow, OptimizeResult
+    from tanplan.outcomes.optimize import FrontierRow, OptimizeResult
 
-    _, _, result, _ = study
-    typed = OptimizeResult.from_dict(result)
-    assert isinstance(typed.recommendation, FrontierRow) and typed.recommendation.steps == result["recommendation"]["steps"]
-    assert typed.launch.actual_accuracy == result["launch"]["actual_accuracy"]
-    assert typed.to_dict() == json.loads(json.dumps(result))  # the JSON the command prints, key for key
+    _, _, result, out = study
+    typed = OptimizeResult.from_dict(json.loads((out / "optimize.json").read_text()))
+    assert isinstance(typed.recommendation, FrontierRow) and typed.recommendation.steps == result.recommendation.steps
+    assert typed.launch.actual_accuracy == result.launch.actual_accuracy
+    assert typed.to_dict() == json.loads(json.dumps(result.to_dict()))  # the JSON the command prints, key for key
+    assert typed == result  # the file read back is the stage's result
