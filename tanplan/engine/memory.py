@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tanplan.data.dataset import available_memory
+from tanplan.data import dataset as datasets
 from tanplan.dp import sampling
 from tanplan.errors import UsageError
 
@@ -23,7 +23,7 @@ def check_batches_fit(cfg, plan, dataset) -> None:
     layout = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size)
     # the padded batch and the next one's read, one chunk's AugMult views (K per row) and an evaluation batch
     rows = 2 * layout.capacity + layout.chunk_size * cfg.data.aug_mult + min(cfg.train.eval_batch_size, dataset.num_test)
-    memory = available_memory()
+    memory = datasets.available_memory()  # (through the module: tests stand in for the machine's memory)
     if memory is not None and rows * row > memory:
         shape = "×".join(map(str, dataset.input_shape))
         raise UsageError(f"examples of shape {shape} do not fit: a step holds {layout.capacity:,} rows (the planned "

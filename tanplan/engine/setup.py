@@ -14,7 +14,7 @@ import numpy as np
 
 from tanplan import task as tasks
 from tanplan.config import Config
-from tanplan.data import load_dataset, make_augmentation
+from tanplan import data as datasets
 from tanplan.data.dataset import with_train_examples
 from tanplan.dp import canaries as canary_lib
 from tanplan.dp import mechanism as dp_mechanism
@@ -32,9 +32,10 @@ from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 def load_data(cfg: Config):
     """The Dataset of cfg.data (tanplan.data), cut to data.train_examples when that is set."""
-    d = cfg.data
-    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
-                                            options=d.options), d.train_examples)
+    d = cfg.data  # (load_dataset through its module: the bad-input tests stand in for it to see nothing loads)
+    loaded = datasets.load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
+                                   options=d.options)
+    return with_train_examples(loaded, d.train_examples)
 
 
 def build_model(cfg: Config, num_classes: int, input_shape=None):
@@ -55,7 +56,7 @@ def build_augmentation(cfg: Config, dataset):
     """The per-example augmentation fn(key, x) of cfg.data, or None for the identity."""
     if cfg.data.augmentation == "none":
         return None
-    return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
+    return datasets.make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
 
 
 def public_example(input_shape, rows: int = 2) -> np.ndarray:
