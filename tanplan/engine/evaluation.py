@@ -29,7 +29,8 @@ def make_eval_fn(logits_fn, task=None):
     @jax.jit
     def eval_batch(params, x, y, mask):
         logits = logits_fn(params, x)  # padding rows: where, not a product (a plugged-in loss may give NaN there)
-        return jnp.sum(jnp.where(mask, task.loss(logits, y), 0.0)), jnp.sum(jnp.where(mask, task.metric(logits, y), 0.0))
+        return (jnp.sum(jnp.where(mask, task.loss(logits, y), 0.0)),
+                jnp.sum(jnp.where(mask, task.metric(logits, y), 0.0)))
 
     return eval_batch
 

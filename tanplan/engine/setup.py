@@ -166,7 +166,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = dp_step.train_step((audited or mech).noisy_sum(), optimizer, expected_batch_size=float(plan.batch_size),
                                    ema_decay=cfg.train.ema_decay)
     roots = {**mech.key_data(), "public": np.asarray(jax.random.key_data(p.public_root))}
-    if audited is not None:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
+    if audited is not None:  # step arguments, never constants: a compilation cache on disk would keep them
         roots["canaries"] = audited.arrays.step_inputs()
     task = tasks.from_config(cfg)
     return Run(cfg, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,
