@@ -43,8 +43,8 @@ def run(args) -> int:
     ]
     target = summary.target
     if target:  # a proxy's own ε is no guarantee for anything: show what it stands for
-        rows.insert(2, ("proxy for target B, σ, ε", f"{target.batch_size}, {fmt(target.sigma)}, "
-                                                    f"{fmt(target.epsilon('rdp', 'add_remove') or target.target_epsilon)}"))
+        target_eps = target.epsilon("rdp", "add_remove") or target.target_epsilon
+        rows.insert(2, ("proxy for target B, σ, ε", f"{target.batch_size}, {fmt(target.sigma)}, {fmt(target_eps)}"))
     rows.insert(1, ("test accuracy (AugTest)", fmt(summary.test_accuracy_augtest, "{:.4f}")))
     if not summary.noise_secret:
         rows.append(("noise", "reproducible from privacy.noise_seed: NOT private"))

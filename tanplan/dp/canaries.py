@@ -135,7 +135,8 @@ def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: CanaryDesign
     the noisy sum minus the clipped sum of its shadow batch (inputs["shadow"], keyed by its own indices)."""
 
     def noisy_sum(params, batch, noise_key, aug_key, inputs):
-        grads, loss_sum, acc_sum, count = dp_step.accumulate(grad_sum, params, batch, dp_step.example_keys(batch, aug_key))
+        keys = dp_step.example_keys(batch, aug_key)
+        grads, loss_sum, acc_sum, count = dp_step.accumulate(grad_sum, params, batch, keys)
         grads = insert(grads, inputs, design)
         if noise_std > 0:
             grads = noise.add_gaussian_noise(grads, noise_key, noise_std)

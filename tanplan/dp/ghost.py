@@ -401,7 +401,8 @@ def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rt
     _, _, _, norms = fn(params, x, y, keys, jnp.ones((n,), bool))
     expected = np.array([_tree_norm(g) for g in direct])
     if not np.allclose(np.asarray(norms), expected, rtol=rtol, atol=1e-9):
-        return f"per-layer norms {np.asarray(norms).tolist()} differ from per-example gradient norms {expected.tolist()}"
+        return (f"per-layer norms {np.asarray(norms).tolist()} differ from per-example gradient norms "
+                f"{expected.tolist()}")
     summed, _, _, _ = fn(params, x, y, keys, jnp.arange(n) == 0)
     diff = jax.tree.map(lambda a, b: a - 0.5 * b, summed, direct[0])
     if _tree_norm(diff) > rtol * clip:

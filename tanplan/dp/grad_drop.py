@@ -47,7 +47,8 @@ def drop_mask(method: str, rate: float, key, params, prune_mask, kept_counts):
     leaves, treedef = jax.tree.flatten(params)
     keys = jax.random.split(key, len(leaves))
     out = []
-    for p, m, k, n in zip(leaves, jax.tree.leaves(prune_mask), keys, jax.tree.leaves(kept_counts, is_leaf=lambda x: x is None)):
+    counts = jax.tree.leaves(kept_counts, is_leaf=lambda x: x is None)
+    for p, m, k, n in zip(leaves, jax.tree.leaves(prune_mask), keys, counts):
         if n is None:
             out.append(m)
             continue

@@ -149,7 +149,8 @@ def load_bound(directory: str | os.PathLike) -> tuple[RunSecret, dict | None] | 
         words = tuple(int(w) for w in data["words"])
         reproducible = bool(data.get("reproducible", False))
         binding = data.get("binding")
-        if binding is not None and not (isinstance(binding, dict) and all(isinstance(v, str) for v in binding.values())):
+        well_formed = isinstance(binding, dict) and all(isinstance(v, str) for v in binding.values())
+        if binding is not None and not well_formed:
             raise TypeError("binding")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise UsageError(f"the run's secret {str(path)!r} is unreadable ({type(err).__name__}); without it "

@@ -24,9 +24,11 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 from tanplan.data.source import check_rows, rows_as_asked
+from tanplan.dp import sampling, sharding
 
 
 @dataclass
@@ -118,8 +120,6 @@ class StepBatches:
         return x, y
 
     def _read(self, t: int, layout, indices: np.ndarray | None = None) -> Drawn:
-        from tanplan.dp import sampling
-
         indices = self.draw(t) if indices is None else indices
         if len(indices) > layout.capacity:  # outgrew the layout: the loop grows it, then takes again
             return Drawn(t, indices, None, None, None, None, None)
@@ -140,10 +140,6 @@ class StepBatches:
 def local_rows(layout, mesh) -> np.ndarray:
     """(chunks, chunk_size) booleans: the positions of the padded batch that this process's devices hold
     (every position with one process)."""
-    import jax
-
-    from tanplan.dp import sharding
-
     shape = (layout.chunks, layout.chunk_size)
     if jax.process_count() == 1:
         return np.ones(shape, bool)
@@ -156,10 +152,6 @@ def local_rows(layout, mesh) -> np.ndarray:
 def to_global(drawn: Drawn, mesh) -> dict:
     """The placed batch as global arrays sharded by rows over every device of every process (each
     process supplies its own devices' rows, which it alone has read)."""
-    import jax
-
-    from tanplan.dp import sharding
-
     sh = sharding.batch_sharding(mesh)
     return {name: jax.make_array_from_callback(a.shape, sh, lambda idx, a=a: a[idx])
             for name, a in (("x", drawn.x), ("y", drawn.y), ("mask", drawn.mask), ("index", drawn.index))}

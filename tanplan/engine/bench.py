@@ -15,6 +15,16 @@ import statistics
 import time
 from dataclasses import asdict, dataclass
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tanplan.config import Config, ModelConfig, PrivacyConfig, TrainConfig
+from tanplan.dp import clipping, ghost, optim
+from tanplan.dp import step as dp_step
+from tanplan.engine.routes import make_grad_sum
+from tanplan.models import count_params, create_model
+
 DEFAULT_MODELS = ("cnn1d", "wrn16_4")
 DEFAULT_BATCH = {"cnn1d": 256, "wrn16_4": 64}
 ONE_D_MODELS = ("mlp", "cnn1d")  # models that read mnist1d signals; the others read 32x32x3 images
@@ -48,16 +58,6 @@ def input_shape(model: str) -> tuple[int, ...]:
 def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, warmup: int = 2,
                 grad_method: str = "auto", width: int = 0, depth: int = 0) -> BenchResult:
     """Median step time of DP-SGD (σ = 1, C = 1) and of non-private SGD for `model` at batch_size."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    from tanplan.config import Config, ModelConfig, PrivacyConfig, TrainConfig
-    from tanplan.dp import optim
-    from tanplan.dp import step as dp_step
-    from tanplan.models import count_params, create_model
-    from tanplan.engine.routes import make_grad_sum
-
     batch_size = batch_size or DEFAULT_BATCH.get(model, 256)
     shape = input_shape(model)
     net = create_model(model, 10, width=width, depth=depth)
@@ -98,15 +98,13 @@ def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, 
     dp_s = medians.pop("dp")
     fastest = min(medians, key=medians.get)
     np_s = medians[fastest]
-    return BenchResult(model, batch_size, shape, count_params(params), route, dp_s, np_s, fastest, medians,
+    return BenchResult(model, batch_size, shape, count_params(params), route.name, dp_s, np_s, fastest, medians,
                        dp_s / np_s, batch_size / dp_s, batch_size / np_s, compile_seconds, repeats)
 
 
 def nonprivate_routes(logits_fn, params, example_x) -> dict:
     """Every non-private grad-sum tanplan has for this model: "plain" always, "ghost" when the per-layer
     passes apply to the model's structure (tanplan.dp.ghost.unsupported_reason)."""
-    from tanplan.dp import clipping, ghost
-
     routes = {"plain": clipping.nonprivate_grad_sum(logits_fn)}
     if ghost.unsupported_reason(logits_fn, params, example_x, numeric=False) is None:
         routes["ghost"] = ghost.ghost_clipped_grad_sum(logits_fn, None)

@@ -7,23 +7,30 @@ NOT private: diagnostics for the data owner.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from tanplan.data import augtest_predict
+from tanplan.data.source import read_rows
+from tanplan.dp import sampling, sharding
+from tanplan.engine.checkpoint import host_array
+from tanplan.task import DEFAULT
 
 
 def make_eval_fn(logits_fn, task=None):
     """(params, x, y, mask) -> (loss sum, metric sum) over the real rows of one test batch; the task's
     per-example loss and metric (tanplan.task; None = cross-entropy and accuracy)."""
-    import jax
-    import jax.numpy as jnp
-
-    from tanplan.task import DEFAULT
-
     task = task or DEFAULT
 
     @jax.jit
     def eval_batch(params, x, y, mask):
         logits = logits_fn(params, x)  # padding rows: where, not a product (a plugged-in loss may give NaN there)
-        return jnp.sum(jnp.where(mask, task.loss(logits, y), 0.0)), jnp.sum(jnp.where(mask, task.metric(logits, y), 0.0))
+        return (jnp.sum(jnp.where(mask, task.loss(logits, y), 0.0)),
+                jnp.sum(jnp.where(mask, task.metric(logits, y), 0.0)))
 
     return eval_batch
 
@@ -31,9 +38,6 @@ def make_eval_fn(logits_fn, task=None):
 def evaluate(eval_batch, params, test, batch_size: int, mesh) -> dict[str, float]:
     """Test loss and metric (test_accuracy) over the whole test source, read in consecutive batches of
     at most batch_size rows (tanplan.data.source: never more at once), padded and sharded over the mesh."""
-    from tanplan.data.source import read_rows
-    from tanplan.dp import sampling, sharding
-
     ndev = mesh.devices.size
     n = len(test)
     batch_size = -(-min(batch_size, n) // ndev) * ndev  # no padding beyond the test set
@@ -52,14 +56,6 @@ def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | N
     example's views come from the public key and its test index alone (tanplan.data.augtest)."""
     if not cfg.data.aug_test or augment is None:
         return None
-    import functools
-
-    import jax
-
-    from tanplan.data import augtest_predict
-
-    from tanplan.data.source import read_rows
-
     predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=cfg.data.aug_mult, augment=augment))
     size = cfg.train.eval_batch_size
     correct = 0
@@ -73,12 +69,6 @@ def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | N
 
 def params_checksum(params) -> str:
     """sha256 over every parameter's path, dtype, shape and bytes: equal checksums, equal weights."""
-    import hashlib
-
-    import jax
-
-    from tanplan.engine.checkpoint import host_array
-
     digest = hashlib.sha256()
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         arr = host_array(leaf)

@@ -7,15 +7,16 @@ as its target, only smaller.
 
 Step t (0-based): its Poisson batch is drawn from the run's secret (`secret.batch_rng(BATCH, t)`:
 jax-privacy's CyclicPoissonSampling, one iteration, INDEPENDENT partition, so each example is in with
-probability q = B/N: the run's mechanism, tanplan.dp.mechanism), its rows read by index from the training source, step t+1's in the background
-(tanplan.engine.batches: nothing reads the whole set), padded to a fixed layout; the jitted step (tanplan.engine.setup) clips each
-example's gradient to C, adds N(0, σ²C²) ONCE to the global sum (across accumulation chunks and across
-every device of every process: the state and the noise key are replicated) and divides by B. Its noise
-key is fold_in(secret key, t); example i's augmentation views use fold_in(fold_in(secret augmentation key,
-t), i), i its index in the training set (never its place in the batch). Every chunk of the layout is
-computed, so a step costs the same whatever its draw held. Nothing depends on how many steps this
-process took before, so a resumed run continues with the identical batches, views and noise and ends
-with the parameters of an uninterrupted run, bit for bit on the same devices.
+probability q = B/N: the run's mechanism, tanplan.dp.mechanism), its rows read by index from the training
+source, step t+1's in the background (tanplan.engine.batches: nothing reads the whole set), padded to a
+fixed layout; the jitted step (tanplan.engine.setup) clips each example's gradient to C, adds N(0, σ²C²)
+ONCE to the global sum (across accumulation chunks and across every device of every process: the state and
+the noise key are replicated) and divides by B. Its noise key is fold_in(secret key, t); example i's
+augmentation views use fold_in(fold_in(secret augmentation key, t), i), i its index in the training set
+(never its place in the batch). Every chunk of the layout is computed, so a step costs the same whatever its
+draw held. Nothing depends on how many steps this process took before, so a resumed run continues with the
+identical batches, views and noise and ends with the parameters of an uninterrupted run, bit for bit on the
+same devices.
 
 Every evaluation and checkpoint releases the steps taken so far: the ledger (tanplan.privacy.ledger)
 counts them (ledger.json is written before the metrics line or the checkpoint it covers), and the ε
@@ -24,10 +25,10 @@ relation; RDP under add/remove-one for a proxy): metrics.jsonl's `epsilon_spent`
 card and summary.json's `epsilon`. Whatever stops the run after steps ran (divergence, an error reading a
 batch, any exception), the ledger counts every step taken before the error propagates: the step at which
 it stopped is a function of those noisy steps. What the run publishes (metrics.jsonl, summary.json,
-ledger.json, model/) is a function of the noisy parameters, the test set and public information only (the config, N, the planned
-batch layout, the expected batch size B for the throughput): never of the sampled batches' sizes or
-contents. The training loss and accuracy of the private batches, which carry no noise, go to the private
-folder (and the progress bar). The records of metrics.jsonl (with their wall-clock time and throughput)
+ledger.json, model/) is a function of the noisy parameters, the test set and public information only (the
+config, N, the planned batch layout, the expected batch size B for the throughput): never of the sampled
+batches' sizes or contents. The training loss and accuracy of the private batches, which carry no noise,
+go to the private folder (and the progress bar). The records of metrics.jsonl (with their wall-clock time and throughput)
 also go to TensorBoard event files and any plugged-in writer (tanplan.engine.tracking); the progress bar
 shows the ε of record from step 1, between evaluations as "≤" its value at the next one
 (tanplan.engine.epsilon_ticker). summary.json and ledger.json record the
@@ -108,16 +109,15 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         run = setup.build(cfg, secret, prepared, canaries=canaries)
         say_once(run.route_note, say)  # a plugged-in model's gradient route
         env = environment(run.mesh.devices.flat)
-        s = _resume_or_start(cfg, run, folder, backend, env, say)
+        s = _resume_or_start(cfg, run, folder, backend, env, say)  # (1)-(4): restore, refuse, rewrite, continue
         s.on_eval = on_eval
-        s.ticker = EpsilonTicker(s.ledger, s.release, _marks(cfg, plan)) if progress and primary and plan.private else None
-        slow = cpu_chunks_line(run.route, s.layout.chunks, s.layout.capacity) if jax.default_backend() == "cpu" else None
-        if slow:
+        if progress and primary and plan.private:
+            s.ticker = EpsilonTicker(s.ledger, s.release, _marks(cfg, plan))
+        slow = cpu_chunks_line(run.route, s.layout.chunks, s.layout.capacity)
+        if slow and jax.default_backend() == "cpu":
             say(slow)
         s.state, s.roots = sharding.replicate_global(s.state, run.mesh), sharding.replicate_global(run.roots, run.mesh)
-        s.bar = tqdm(total=plan.steps, initial=s.start, file=sys.stderr, disable=not (progress and primary),
-                     unit="step", dynamic_ncols=True, desc=f"{cfg.experiment.name} B={plan.batch_size} "
-                     f"σ={plan.sigma:.3g}" + (f" ×{run.mesh.devices.size}" if run.mesh.devices.size > 1 else ""))
+        s.bar = _progress_bar(cfg, run, s.start, show=progress and primary)
         s.tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=s.start, primary=primary)
         _train_steps(s)
         summary = close_run(s, started=started, backend=backend, env=env, canaries=canaries)
@@ -125,6 +125,14 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     if run.audited is not None:
         on_canaries(run.audited.record())
     return summary
+
+
+def _progress_bar(cfg: Config, run: setup.Run, start: int, *, show: bool) -> tqdm:
+    """The bar on stderr: steps, the expected B and σ (public), and the devices when more than one."""
+    plan, ndev = run.plan, run.mesh.devices.size
+    desc = f"{cfg.experiment.name} B={plan.batch_size} σ={plan.sigma:.3g}" + (f" ×{ndev}" if ndev > 1 else "")
+    return tqdm(total=plan.steps, initial=start, file=sys.stderr, disable=not show, unit="step", dynamic_ncols=True,
+                desc=desc)
 
 
 def _marks(cfg: Config, plan) -> Callable[[int], int]:

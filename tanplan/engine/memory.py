@@ -11,24 +11,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from tanplan.data import dataset as datasets
+from tanplan.dp import sampling
 from tanplan.errors import UsageError
 
 
 def check_batches_fit(cfg, plan, dataset) -> None:
     """UsageError (one line, public figures only) unless two padded training batches, one chunk's AugMult
     views and one evaluation batch of dataset's rows fit in the memory available now."""
-    from tanplan.data.dataset import available_memory
-    from tanplan.dp import sampling
-
     row = int(np.prod(dataset.input_shape, dtype=np.int64)) * 4  # float32
     layout = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size)
     # the padded batch and the next one's read, one chunk's AugMult views (K per row) and an evaluation batch
-    rows = 2 * layout.capacity + layout.chunk_size * cfg.data.aug_mult + min(cfg.train.eval_batch_size, dataset.num_test)
-    memory = available_memory()
+    rows = (2 * layout.capacity + layout.chunk_size * cfg.data.aug_mult
+            + min(cfg.train.eval_batch_size, dataset.num_test))
+    memory = datasets.available_memory()  # (through the module: tests stand in for the machine's memory)
     if memory is not None and rows * row > memory:
         shape = "×".join(map(str, dataset.input_shape))
         raise UsageError(f"examples of shape {shape} do not fit: a step holds {layout.capacity:,} rows (the planned "
-                         f"layout of B = {plan.batch_size:,}), twice with the next step's, a chunk's {cfg.data.aug_mult} views a row and an evaluation batch, "
+                         f"layout of B = {plan.batch_size:,}), twice with the next step's, a chunk's "
+                         f"{cfg.data.aug_mult} views a row and an evaluation batch, "
                          f"{rows * row / 2**30:,.1f} GiB as float32, while {memory / 2**30:,.1f} GiB of memory are "
                          "available; use smaller inputs (tanplan convert --image-size), a smaller train.batch_size "
                          "or train.eval_batch_size")

@@ -116,7 +116,8 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
         except Exception as err:  # TrainingFailedError and friends: name the cause in one line
             cause = str(err).strip().splitlines()
             raise WorkerLost(f"the Ray launch failed ({type(err).__name__}: {cause[-1] if cause else 'no detail'}); "
-                             f"the last checkpoint in {str(out / 'checkpoint')!r} is kept: continue with --resume") from None
+                             f"the last checkpoint in {str(out / 'checkpoint')!r} is kept: continue with --resume"
+                             ) from None
     finally:
         stop_ray(started_here)
     return RunSummary.from_dict(json.loads((out / "summary.json").read_text(encoding="utf-8")))

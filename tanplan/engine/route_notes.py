@@ -24,7 +24,8 @@ def route_line(model_name: str, route: Route) -> str:
                 "per-example gradients passed)")
     if route.name == "plain":
         return f"tanplan: model {model_name}: gradient route plain (a non-private run: no clipping)"
-    because = f": the per-layer route does not apply ({route.reason})" if route.reason else " (train.grad_method = vmap)"
+    because = (f": the per-layer route does not apply ({route.reason})" if route.reason
+               else " (train.grad_method = vmap)")
     return f"tanplan: model {model_name}: gradient route vmap (per-example gradients by jax-privacy){because}"
 
 

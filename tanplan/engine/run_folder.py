@@ -114,8 +114,8 @@ class RunFolder:
             log(f"tanplan: {reason}; resuming from the newest intact checkpoint")
         changed = differences(meta["fingerprint"], fingerprint)
         if changed:
-            raise UsageError(f"--resume is not allowed: the config differs from the checkpoint's in {', '.join(changed)}; "
-                             "an exact resume needs the same plan, data, model and optimizer")
+            raise UsageError(f"--resume is not allowed: the config differs from the checkpoint's in "
+                             f"{', '.join(changed)}; an exact resume needs the same plan, data, model and optimizer")
         return state, meta
 
     def begin(self, cfg: Config, start: int) -> None:

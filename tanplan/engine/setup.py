@@ -14,7 +14,7 @@ import numpy as np
 
 from tanplan import task as tasks
 from tanplan.config import Config
-from tanplan.data import load_dataset, make_augmentation
+from tanplan import data as datasets
 from tanplan.data.dataset import with_train_examples
 from tanplan.dp import canaries as canary_lib
 from tanplan.dp import mechanism as dp_mechanism
@@ -32,9 +32,10 @@ from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 def load_data(cfg: Config):
     """The Dataset of cfg.data (tanplan.data), cut to data.train_examples when that is set."""
-    d = cfg.data
-    return with_train_examples(load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
-                                            options=d.options), d.train_examples)
+    d = cfg.data  # (load_dataset through its module: the bad-input tests stand in for it to see nothing loads)
+    loaded = datasets.load_dataset(d.dataset, path=d.path or None, num_samples=d.num_samples, seed=d.seed,
+                                   options=d.options)
+    return with_train_examples(loaded, d.train_examples)
 
 
 def build_model(cfg: Config, num_classes: int, input_shape=None):
@@ -55,7 +56,7 @@ def build_augmentation(cfg: Config, dataset):
     """The per-example augmentation fn(key, x) of cfg.data, or None for the identity."""
     if cfg.data.augmentation == "none":
         return None
-    return make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
+    return datasets.make_augmentation(cfg.data.augmentation, dataset.data_kind, mean=dataset.mean, std=dataset.std)
 
 
 def public_example(input_shape, rows: int = 2) -> np.ndarray:
@@ -165,7 +166,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = dp_step.train_step((audited or mech).noisy_sum(), optimizer, expected_batch_size=float(plan.batch_size),
                                    ema_decay=cfg.train.ema_decay)
     roots = {**mech.key_data(), "public": np.asarray(jax.random.key_data(p.public_root))}
-    if audited is not None:  # arguments of the compiled step, never constants: a compilation cache on disk would keep them
+    if audited is not None:  # step arguments, never constants: a compilation cache on disk would keep them
         roots["canaries"] = audited.arrays.step_inputs()
     task = tasks.from_config(cfg)
     return Run(cfg, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,

@@ -42,7 +42,7 @@ class RunSummary(Result):
     test_loss: float | None
     # what it cost: the composition of every release it made (its ledger), at δ
     epsilon_rdp: float | None
-    epsilon_pld: float | None  # None for proxies: PLD at a proxy's small σ is slow, and a proxy's ε guarantees nothing
+    epsilon_pld: float | None  # None for proxies: PLD at a proxy's small σ is slow; a proxy's ε guarantees nothing
     epsilon_replace_one: float | None  # the same releases under replace-one neighbours (PLD); None for proxies
     neighbouring: str  # the relation of record (privacy.neighbouring): the one σ was calibrated to
     delta: float | None

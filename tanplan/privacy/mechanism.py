@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tanplan.errors import UsageError
-from tanplan.privacy import accounting
+from tanplan.privacy import accounting, snip_budget
 from tanplan.privacy.plan import Plan, check_delta_below_one_over_n, default_delta, plan_from_config
 
 
@@ -91,8 +91,6 @@ def target_plan(cfg, dataset_size: int) -> tuple[Plan, float]:
     """
     if not uses_snip(cfg):
         return plan_from_config(cfg, dataset_size), 0.0
-    from tanplan.privacy import snip_budget
-
     privacy, train = cfg.privacy, cfg.train
     delta = privacy.delta or default_delta(dataset_size)
     given = float(privacy.sigma) if privacy.sigma > 0 else None

@@ -9,7 +9,6 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from tanplan.dp import canaries
-from tanplan.dp import step as dp_step
 from tanplan.dp.secret import RunSecret
 
 PARAMS = {"a": jnp.zeros((30, 20)), "b": jnp.zeros(17)}  # 617 coordinates

@@ -35,3 +35,22 @@ def test_bench_names_the_model_it_refuses(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     with pytest.raises(UsageError, match="model 'vit_tiny'"):
         bench_model("vit_tiny", 2, repeats=1, grad_method="ghost", width=64, depth=1)
+
+
+def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypatch):
+    """The route choice returns why the per-layer route was not taken; the user's line is built from that
+    value alone (no state kept between the check and the note)."""
+    from tanplan.config import ModelConfig
+    from tanplan.engine.route_notes import route_line
+
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    logits, params, x = _model("vit_tiny", width=64, depth=1)
+    cfg = Config(model=ModelConfig(name="vit_tiny", width=64, depth=1), train=TrainConfig(grad_method="auto"))
+    route = routes.choose(cfg, logits, params, x)
+    assert route.name == "vmap" and route.reason
+    assert route_line("vit_tiny", route).endswith(f"the per-layer route does not apply ({route.reason})")
+    chosen = routes.choose(cfg.with_overrides({"train.grad_method": "vmap"}), logits, params, x)
+    assert chosen == routes.Route("vmap", "train.grad_method = vmap")
+    public = routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x)
+    assert public == routes.Route("plain", route.reason)
+    assert "gradient route plain" in route_line("vit_tiny", public)

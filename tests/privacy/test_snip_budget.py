@@ -92,4 +92,4 @@ def test_dp_snip_training_run_summary_epsilon_is_the_composition(tmp_path):
     assert s.epsilon_rdp == pytest.approx(
         _independent_composed_epsilon(s.batch_size / n, s.sigma, 3, s.delta, s.snip_sigma), rel=1e-9)
     assert 2 * 0.99 <= s.epsilon_pld <= 2 < s.epsilon_rdp  # calibrated by PLD, the accountant of record
-    assert json.loads((tmp_path / "summary.json").read_text())["epsilon_rdp"] == s["epsilon_rdp"]
+    assert json.loads((tmp_path / "summary.json").read_text())["epsilon_rdp"] == s.epsilon_rdp
