@@ -95,7 +95,8 @@ def totals(launch: Path | None, proxy_folders: list[Path], tune) -> Totals:
 
     tune: the Tuning of the proxies, or its TuningRecord (a best.json's)."""
     record = tune if isinstance(tune, TuningRecord) else tune.record()
-    folders = ([launch] if launch is not None else []) + (list(proxy_folders) if record.tuning_data == "private" else [])
+    private = record.tuning_data == "private"
+    folders = ([launch] if launch is not None else []) + (list(proxy_folders) if private else [])
     ledgers = [ledger for folder in folders if folder.is_dir() for ledger in ledgers_under(folder)]
     total = spent(ledgers, replace_one=True)
     launched = launch is not None and launch.is_dir()

@@ -112,8 +112,9 @@ def _ladder_runs(ladder: LadderResult) -> list[ProxyRun]:
 def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> LadderResult:
     f, budget = cfg.fit, check_ladder(cfg)
     progress.next(f"ladder: the chosen configuration's proxies, B' from {f.ladder_start} doubled × {f.ladder_seeds} "
-                  f"seeds, then rungs or seeds while the law's part of the interval is wide (≤ {budget.per_step:g}·S "
-                  f"examples, {budget.per_step / cfg.train.batch_size:.3g} of the target's compute)")
+                  "seeds, then rungs or seeds while the law's part of the interval is wide "
+                  f"(≤ {budget.per_step:g}·S examples, {budget.per_step / cfg.train.batch_size:.3g} of the target's "
+                  "compute)")
     result = run_ladder(cfg, out / "ladder", log=progress.log, test_sizes=test_sizes)
     progress.log(f"  {result.reason}")
     return result

@@ -37,7 +37,8 @@ def ladder_status(ladder: LadderResult | None) -> LadderStatus | None:
                         law_share=ladder.law_share, rungs={r.batch_size: r.seeds for r in ladder.rungs})
 
 
-def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | None, best_overrides, compute: ProxyCompute, *,
+def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | None, best_overrides,
+               compute: ProxyCompute, *,
                totals: Totals, planned: PlannedTotal | None, started: float, launched: LaunchResult | None = None,
                actual: float | None = None, anyway: bool = False, choice: SweepChoice | None = None,
                baselines=None, stage: str | None = None, reason: str | None = None,
