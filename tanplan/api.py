@@ -28,7 +28,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from tanplan.config import Config, load_config, with_tuned
+from tanplan.config import Config, load_config, parse_override, with_tuned
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.audit import AuditResult
@@ -134,8 +134,6 @@ def _describe(hint) -> str:
 def as_config(config: ConfigLike = None, overrides: Overrides = None) -> Config:
     """A validated Config from a Config, a TOML path or None (the defaults), with dotted overrides applied:
     {"train.steps": 100} or ["train.steps=100"] (values then read as TOML, as --set reads them)."""
-    from tanplan.config import parse_override
-
     cfg = config if isinstance(config, Config) else load_config(config)
     if isinstance(overrides, Mapping):
         pairs = dict(overrides)
