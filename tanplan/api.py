@@ -1,5 +1,5 @@
-"""The Python API: the functions the command line calls, each returning a typed result (tanplan.outcomes,
-tanplan.results).
+"""The Python API: the functions the command line calls, each returning a typed result
+(tanplan.outcomes).
 
     import tanplan
 

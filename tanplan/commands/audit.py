@@ -44,7 +44,7 @@ def configure(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,

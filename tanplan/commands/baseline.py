@@ -64,7 +64,7 @@ def configure(parser) -> None:
     parser.add_argument("--out", metavar="DIR", help="write baseline.{json,csv,md} and accuracy_vs_epsilon.png")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     ran = run_baseline(method=args.method, epsilons=args.epsilon, features=args.features, public=args.public,
                        delta=args.delta, imbalance_ratio=args.imbalance_ratio, accountant=args.accountant,
                        repeats=args.repeats, seed=args.seed, make_features=args.make_features, out=args.out)

@@ -20,7 +20,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     from tanplan.models import available_models  # lazy: JAX; `tanplan --help` builds this parser without it
 
     models = args.model or list(DEFAULT_MODELS)

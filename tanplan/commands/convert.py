@@ -36,7 +36,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the folder's description as JSON")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     check_out_dir(args.out)
     if args.kind == "cifar10":
         if args.mean or args.std or args.channels != 3:

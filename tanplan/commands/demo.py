@@ -26,7 +26,7 @@ def configure(parser) -> None:
                         help="reports/ by default: DIR/imagenet/plan and DIR/mnist1d")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     if not CONFIG.is_file():
         raise UsageError(f"the demo config {CONFIG} is missing: reinstall tanplan (it ships in the package)")
     print("== the paper's ImageNet plan")
@@ -45,4 +45,4 @@ def _invoke(command, argv: list[str]) -> int:
     """Run a sub-command's module on argv, as `tanplan <command> argv` would."""
     parser = argparse.ArgumentParser(prog=f"tanplan {command.__name__.rpartition('.')[2]}")
     command.configure(parser)
-    return int(command.run(parser.parse_args(argv)) or 0)
+    return int(command.execute(parser.parse_args(argv)) or 0)

@@ -37,7 +37,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     # every input (config, best.json and its tuning runs, backend, address, folder) is checked before any data is read
     result = api.launch(args.config, args.out, overrides=args.set, best=args.best, progress=not args.json,
                         backend=args.backend, resume=args.resume, num_workers=args.num_workers,

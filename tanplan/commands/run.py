@@ -33,7 +33,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     result = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
                      address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
                      baseline_features=args.baseline_features, baseline_public=args.baseline_public,

@@ -20,7 +20,7 @@ def configure(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
     # names, paths, plug-ins, the folder and --resume are checked before the data is loaded or generated
     summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet)
