@@ -287,7 +287,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     local device) or "ray" (num_workers processes through Ray Train)."""
     import json
 
-    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX
+    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX; the planner's API imports this module
     from tanplan.workflow.launch import launch as launch_stage  # lazy: JAX; importing the API imports none
 
     cfg = as_config(config, overrides)
@@ -505,7 +505,7 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries,
     its ε bounded from below; an AuditResult (tanplan.outcomes.audit). The caller decides what a violation
     means (the command exits 5)."""
-    from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX
+    from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX; the planner's API imports this module
                                         check_audit_out, run_audit)
 
     cfg = as_config(config, overrides)

@@ -56,7 +56,7 @@ def _check_fits(model: str, batch_size: int | None) -> None:
     import jax
     import numpy as np
 
-    from tanplan.models import create_model  # lazy: JAX (as above)
+    from tanplan.models import create_model  # lazy: JAX; `tanplan --help` builds this parser without it
 
     batch = batch_size or DEFAULT_BATCH.get(model, 256)
     shape = input_shape(model)

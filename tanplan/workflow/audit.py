@@ -160,7 +160,7 @@ def check_canary_room(cfg: Config, canaries: int) -> None:
     Loads the data (its input shape) and initialises the model abstractly: before any file is written."""
     import jax
 
-    from tanplan.engine.setup import build_model, load_data, public_example  # lazy: JAX (as above)
+    from tanplan.engine.setup import build_model, load_data, public_example  # lazy: JAX; the API (the planner's) imports this module
 
     dataset = load_data(cfg)  # its metadata only: the input shape, from sources too
     model = build_model(cfg, dataset.num_classes)
@@ -176,7 +176,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
               log=lambda line: print(line, file=sys.stderr)) -> AuditResult:
     """Train cfg's run with `canaries` gradient canaries into out/run (nothing written when out is None),
     score them, bound ε and write out/audit.json, audit.md and canary_scores.png. Checks every input first."""
-    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX (as above)
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; the API (the planner's) imports this module
 
     check_audit(cfg, canaries, confidence)
     check_audit_out(out)

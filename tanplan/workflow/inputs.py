@@ -31,7 +31,7 @@ def check_inputs(cfg: Config) -> None:
     data's metadata: a plugged-in loader or a memmap folder reads none of its rows for it, a built-in
     dataset is loaded."""
     from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
-    from tanplan.models import MODELS, create_model  # lazy: JAX (as above)
+    from tanplan.models import MODELS, create_model  # lazy: JAX; the API (the planner's) imports this module
 
     d, m = cfg.data, cfg.model
     task.from_config(cfg)  # the [task] import paths
@@ -39,7 +39,7 @@ def check_inputs(cfg: Config) -> None:
     kind = dataset_kind(d.dataset, d.path or None, d.options)
     create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
     if is_import_path(m.name) or cfg.task.loss or cfg.task.metric:
-        from tanplan.engine.setup import build_model, load_data  # lazy: JAX (as above)
+        from tanplan.engine.setup import build_model, load_data  # lazy: JAX; the API (the planner's) imports this module
 
         data = load_data(cfg)
         build_model(cfg, data.num_classes, data.input_shape)  # per-example independence, the task's shapes
@@ -108,7 +108,7 @@ def check_resume(out: str | os.PathLike | None, resume: bool) -> None:
 def check_sweep_space(cfg: Config) -> None:
     """[sweep.space] (or the default space of the dataset's kind), every value a trial could take."""
     from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
-    from tanplan.models import available_models  # lazy: JAX (as above)
+    from tanplan.models import available_models  # lazy: JAX; the API (the planner's) imports this module
 
     kind = dataset_kind(cfg.data.dataset, cfg.data.path or None, cfg.data.options)
     parse_space(cfg.sweep.space or default_space(kind), cfg, augmentations=available_augmentations(kind),
