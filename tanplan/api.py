@@ -35,6 +35,7 @@ from tanplan.outcomes.audit import AuditResult
 from tanplan.outcomes.fit import FitResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.optimize import OptimizeResult
+from tanplan.outcomes.privacy_spent import Spent
 from tanplan.outcomes.pipeline import RunResult
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 from tanplan.outcomes.sweep import SweepResult
@@ -359,7 +360,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     summary = run_sweep(spec, Path(out), address=address, resume=resume, log=log)
     summary = dataclasses.replace(
         summary, privacy_spent=privacy_spent.report(Path(out) / "trials", out, "sweep trials and re-runs", tune),
-        tuning=tune.to_dict(),
+        tuning=tune.record(),
         trials_dir="trials")  # `launch --best` composes these ledgers with the launch's (private tuning)
     write_json_atomic(Path(out) / "best.json", summary.to_dict())
     return summary
@@ -429,21 +430,19 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
                                          log=log)
         fit_report.write_fit_report(result, out)
-    spent: dict = {}
-    _report_spent(spent, out, tune, log)  # privacy_spent and tuning
+    spent = _report_spent(out, tune, log)
     # and the bound on the total checked before any run (private tuning data)
-    return dataclasses.replace(result, **spent, **planned)
+    return dataclasses.replace(result, privacy_spent=spent, tuning=tune.record(), **planned)
 
 
-def _report_spent(result: dict, out: Path, tune, log) -> None:
-    """privacy_spent.json of the fit's runs (into result), and one line saying what it is the cost to."""
+def _report_spent(out: Path, tune, log) -> Spent:
+    """privacy_spent.json of the fit's runs, and one line saying what it is the cost to."""
     spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
-    result["privacy_spent"] = spent.to_dict()  # the fit's JSON (fit.json's dict: tanplan.workflow.fit)
-    result["tuning"] = tune.to_dict()
     whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
              else "the private training set")
     log(f"ε of its {spent.runs} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
         f"({out / privacy_spent.FILE})")
+    return spent
 
 
 @_typed

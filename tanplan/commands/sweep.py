@@ -67,9 +67,9 @@ def _rows(result: SweepResult, out) -> list[tuple[str, str]]:
             rows.append((f"mean over {best.reruns} seeds", f"{best.mean_accuracy:.4f}{spread}"))
     return rows + [
         ("wall time", f"{result.wall_seconds.search:.0f} s search, {result.wall_seconds.reruns:.0f} s re-runs"),
-        ("tuning data", tune["source"] + (": the private set is untouched" if tune["tuning_data"] == "public" else
+        ("tuning data", tune.source + (": the private set is untouched" if tune.tuning_data == "public" else
                                           ": compose this ε with the launch's (`launch --best` does)")),
-        ("ε of all its runs composed" if tune["tuning_data"] == "private" else
+        ("ε of all its runs composed" if tune.tuning_data == "private" else
          "its runs' ε (on the public set)", privacy_spent.describe(spent)),
         ("written to", f"{out} (sweep.csv, best.json, sweep.md, privacy_spent.json)")]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tanplan.outcomes.base import Result, optional
+from tanplan.outcomes.privacy_spent import Spent, TuningRecord
 
 _PREDICTED = "level"  # a prediction's keys are written together, with its level
 _FITTED = "law_holds"  # so are the batch law's (fit.json), with its verdict
@@ -175,8 +176,8 @@ class FitResult(PredictionRecord):
     best: StepsMember | None = optional()
     ladder: LadderSummary | None = optional()  # batch_sizes "auto"
     # what the fit's runs cost (workflow.privacy_spent) and on which data (workflow.tuning)
-    privacy_spent: Mapping | None = optional()
-    tuning: Mapping | None = optional()
+    privacy_spent: Spent | None = optional()
+    tuning: TuningRecord | None = optional()
     # with private tuning data: the bound on the total checked before any run (workflow.total_budget)
     epsilon_total_planned: float | None = optional()
     epsilon_total_planned_accountant: str | None = optional(present_with="epsilon_total_planned")

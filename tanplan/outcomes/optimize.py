@@ -9,6 +9,7 @@ from typing import Mapping
 
 from tanplan.outcomes.base import Result, optional
 from tanplan.outcomes.planning import ReadsFrontier
+from tanplan.outcomes.privacy_spent import Spent, TuningRecord
 from tanplan.privacy.frontier import Candidate, Dropped
 
 
@@ -134,7 +135,7 @@ class OptimizeResult(ReadsFrontier):
     proxy_examples: int
     proxy_runs: int
     proxy_compute_fraction: float
-    tuning: Mapping | None
+    tuning: TuningRecord | None
     # with private tuning data: the bound on the total checked before any training (workflow.total_budget)
     epsilon_total_planned: float | None = optional()
     epsilon_total_planned_accountant: str | None = optional(present_with="epsilon_total_planned")
@@ -145,7 +146,7 @@ class OptimizeResult(ReadsFrontier):
     wall_seconds: float
     simulation_seconds: float
     # with an output folder: what the proxies cost (privacy_spent) and the total ε on the private set
-    privacy_spent: Mapping | None = optional()
+    privacy_spent: Spent | None = optional()
     tuning_data: str | None = optional()
     epsilon_total_rdp: float | None = optional(present_with="tuning_data")
     epsilon_total_pld: float | None = optional(present_with="tuning_data")

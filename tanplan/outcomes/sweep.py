@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tanplan.outcomes.base import Result, optional
+from tanplan.outcomes.privacy_spent import Spent, TuningRecord
 
 _PLAN = "sigma"  # a private scale has a Plan's figures, all present together (some may be None)
 
@@ -106,8 +107,8 @@ class SweepResult(Result):
     trials: TrialCounts
     wall_seconds: SweepSeconds
     files: SweepFiles
-    privacy_spent: Mapping | None = optional()  # tanplan.workflow.privacy_spent.report
-    tuning: Mapping | None = optional()  # tanplan.workflow.tuning.Tuning.to_dict
+    privacy_spent: Spent | None = optional()  # tanplan.workflow.privacy_spent.report
+    tuning: TuningRecord | None = optional()  # tanplan.workflow.tuning.Tuning.record
     trials_dir: str | None = optional()  # `launch --best` composes these ledgers with the launch's
 
     @property

@@ -182,17 +182,17 @@ def _privacy_text(result: OptimizeResult) -> str:
     if result.tuning_data is None:  # no output folder: no ledgers to compose
         return "The proxies' runs were not accounted (no output folder)."
     spent = result.privacy_spent  # tanplan.workflow.privacy_spent.report's
-    epsilon, note = spent["epsilon"], spent.get("note")
-    figure = (f"ε = {epsilon:.4g} ({spent['accountant'].upper()}; RDP {spent['epsilon_rdp']:.4g})"
+    epsilon, note = spent.epsilon, spent.note
+    figure = (f"ε = {epsilon:.4g} ({spent.accountant.upper()}; RDP {spent.epsilon_rdp:.4g})"
               if epsilon is not None else "no guarantee (a non-private run)")
     note = f" ({note})" if note else ""
-    text = (f"Tuning data: {result.tuning_data} ({result.tuning['source']}). The {spent['runs']} proxy runs "
+    text = (f"Tuning data: {result.tuning_data} ({result.tuning.source}). The {spent.runs} proxy runs "
             f"composed spent {figure}{note} on the data they trained on. Which is the guarantee: "
             f"{result.guarantee}.")
     if result.epsilon_total_runs:
         pld = result.epsilon_total_pld
         text += (f" Total ε on the private training set: **{result.epsilon_total_rdp:.4g}** (RDP), "
-                 f"{'-' if pld is None else f'{pld:.4g}'} (PLD) at δ = {spent['delta']:.3g}.")
+                 f"{'-' if pld is None else f'{pld:.4g}'} (PLD) at δ = {spent.delta:.3g}.")
     else:
         text += " Nothing has been released about the private training set yet."
     return text

@@ -46,6 +46,7 @@ from tanplan.config import Config
 from tanplan.engine.setup import load_data
 from tanplan.errors import TrainingDiverged, UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.fields import fields_of
 from tanplan.outcomes.optimize import Comparison, FrontierRow, LaunchOutcome, LawRange, OptimizeResult, Settings
 from tanplan.privacy.frontier import Candidate, Frontier, anchor_steps, frontier
 from tanplan.privacy.mechanism import resolve_plan, uses_snip
@@ -179,12 +180,12 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         check_delta_below_one_over_n(cfg.privacy.delta, n, cfg.privacy.allow_large_delta)
     delta = cfg.privacy.delta or default_delta(n)
     front, window = frontier_window(cfg, n, compute, delta)
-    planned = {}
+    planned = None
     if cfg.tuning.data == "private":  # every proxy trains on the private set: bound the total before any trains
         planned = total_budget.check(total_budget.optimize_plan(
             cfg, n, list(front.candidates), window, opt.seeds,
             opt.extend, lambda c: proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size), launch_best),
-            cfg).to_dict()
+            cfg)
     log(f"frontier: N = {n}, ε = {cfg.privacy.epsilon:g}, δ = {delta:.3g}, C = {compute:,} examples: "
         f"{len(front.candidates)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = "
         f"max(B/{opt.savings:g}, {opt.min_proxy_batch_size})")
@@ -208,19 +209,19 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         frontier=rows, dropped=front.dropped, points=tuple(sim.points), source=source, **choice,
         law=law_fit(law, opt.level, span), proxy_examples=proxy_examples, proxy_runs=len(sim.points),
         proxy_compute_fraction=proxy_examples / best.compute,
-        tuning=sim.tunings[0].to_dict() if sim.tunings else None, **planned,
+        tuning=sim.tunings[0].record() if sim.tunings else None, **fields_of(planned),
         launch=None, wall_seconds=elapsed, simulation_seconds=elapsed)
     if out is not None:
         # What the proxies cost the data they trained on, and the total ε on the private set: the launch's
         # alone with public tuning data, composed with every proxy's with private tuning data.
         result = replace(result, privacy_spent=privacy_spent.report(Path(out) / "runs", out,
-                                                                    "proxy runs of the frontier simulation").to_dict(),
-                         **privacy_spent.totals(None, [Path(out) / "runs"], sim.tunings[0]).to_dict())
+                                                                    "proxy runs of the frontier simulation"),
+                         **fields_of(privacy_spent.totals(None, [Path(out) / "runs"], sim.tunings[0])))
         _write(result, Path(out))
     if launch_best:
         launched = launch_recommendation(cfg, result, Path(out), train_fn=train_fn, progress=progress)
         result = replace(result, launch=launched, wall_seconds=time.perf_counter() - started,
-                         **privacy_spent.totals(Path(out) / "launch", [Path(out) / "runs"], sim.tunings[0]).to_dict())
+                         **fields_of(privacy_spent.totals(Path(out) / "launch", [Path(out) / "runs"], sim.tunings[0])))
         _write(result, Path(out))
     return result
 

@@ -221,9 +221,9 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
         proxies = train_fn.calls[:-1]  # the last call is the launch, on the private set
         assert {c.data.seed for c in proxies} == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
         assert train_fn.calls[-1].data.seed == cfg.data.seed
-        assert result.tuning["tuning_data"] == data
+        assert result.tuning.tuning_data == data
         spent = result.privacy_spent
-        assert spent["runs"] == len(proxies) and spent["epsilon_rdp"] > cfg.privacy.epsilon
+        assert spent.runs == len(proxies) and spent.epsilon_rdp > cfg.privacy.epsilon
         report = (tmp_path / data / "report.md").read_text()
         launch_eps = result.launch.epsilon_rdp
         if data == "public":
@@ -232,8 +232,8 @@ def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_pat
         else:
             ledgers = ledgers_under(tmp_path / data)
             assert result.epsilon_total_runs == len(ledgers) == len(train_fn.calls)
-            assert result.epsilon_total_rdp == pytest.approx(epsilon_of_ledgers(ledgers, spent["delta"], "rdp"))
-            assert result.epsilon_total_rdp > max(spent["epsilon_rdp"], launch_eps)
+            assert result.epsilon_total_rdp == pytest.approx(epsilon_of_ledgers(ledgers, spent.delta, "rdp"))
+            assert result.epsilon_total_rdp > max(spent.epsilon_rdp, launch_eps)
             assert "the total ε is the guarantee" in report and f"**{result.epsilon_total_rdp:.4g}**" in report
             # within the bound checked before any proxy trained (RDP: the proxies' σ' is below PLD's domain)
             assert result.epsilon_total_planned_accountant == "rdp"
