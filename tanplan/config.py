@@ -8,7 +8,7 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [task], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
+Sections: [experiment], [data], [model], [init], [task], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
 [tracking]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
@@ -81,6 +81,27 @@ class ModelConfig:
     depth: int = setting(0, "0 = the model's default", lo=0)
     norm_order: str = setting("conv_gn_relu", "order of GroupNorm and ReLU", choices=("conv_gn_relu", "conv_relu_gn"))
     options: dict = setting({}, "keyword arguments of a plugged-in model factory (model.name = \"package.module:make\")")
+
+
+@dataclass(frozen=True)
+class InitConfig:
+    """[init]: where the initial weights come from and which parameters train (tanplan.models.init,
+    tanplan.models.freeze). Empty: a random initialisation from experiment.seed, every parameter trained."""
+
+    path: str = setting("", "initial weights: a tanplan run folder (its released model/), a .npz of \"/\"-joined "
+                        "parameter paths, a .msgpack of flax params, or an orbax checkpoint folder")
+    loader: str = setting("", "or a function by import path \"package.module:load_params\" returning the params "
+                          "pytree (called with no argument); exactly one of path and loader")
+    head: tuple = setting((), "parameter patterns of the head, re-initialised (from experiment.seed) when its shape "
+                          "differs from the init's (another class count); empty: the last top-level Dense of a "
+                          "built-in model", item=str)
+    trainable: tuple = setting((), "parameter patterns that train (empty: all); a glob on \"/\"-joined paths "
+                               "(\"BasicBlock_7/*\"), or a regex after \"re:\"; a pattern naming a module "
+                               "covers its parameters", item=str)
+    frozen: tuple = setting((), "parameter patterns kept at their initial values (no gradient, no noise, no "
+                            "optimizer state); they win over trainable", item=str)
+    frozen_blocks: int = setting(0, "resnet18_gn, wrn16_4, vit_tiny: freeze the stem and the first k block groups "
+                                 "(ViT: encoder blocks); k = all of them leaves the head alone trainable", lo=0)
 
 
 @dataclass(frozen=True)
@@ -251,6 +272,7 @@ SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
     "model": ModelConfig,
+    "init": InitConfig,
     "task": TaskConfig,
     "privacy": PrivacyConfig,
     "train": TrainConfig,
@@ -277,6 +299,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    init: InitConfig = field(default_factory=InitConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -457,10 +480,27 @@ def _check_consistency(cfg: Config) -> None:
         if value and ":" not in value:
             raise UsageError(f"{key} = {value!r} is not allowed: use an import path \"package.module:function\", or "
                              "leave it empty for the default")
+    _check_init(cfg.init)
     for path in cfg.tracking.writers:
         if not IMPORT_PATH.fullmatch(path):
             raise UsageError(f"tracking.writers entry {path!r} is not allowed: use an import path "
                              "\"package.module:factory\"")
+
+
+def _check_init(init: InitConfig) -> None:
+    """[init]: one source of weights at most, a loader by import path, regex patterns that compile."""
+    if init.path and init.loader:
+        raise UsageError("init.path and init.loader are both set: give exactly one source of initial weights")
+    if init.loader and not IMPORT_PATH.fullmatch(init.loader):
+        raise UsageError(f"init.loader = {init.loader!r} is not allowed: an import path reads "
+                         "\"package.module:load_params\"")
+    for key in ("head", "trainable", "frozen"):
+        for pattern in getattr(init, key):
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as err:
+                    raise UsageError(f"init.{key} pattern {pattern!r} is not a valid regex: {err}") from None
 
 
 def parse_float(text: str) -> float:

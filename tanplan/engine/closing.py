@@ -13,7 +13,8 @@ import jax
 from tanplan.config import Config
 from tanplan.engine import evaluation
 from tanplan.engine.session import Session
-from tanplan.outcomes.run_summary import Layout, RunSummary
+from tanplan.dp.partition import trainable_of
+from tanplan.outcomes.run_summary import Init, Layout, RunSummary
 from tanplan.provenance import Environment
 
 
@@ -67,7 +68,19 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, c
         diverged_at_step=s.diverged_at, interrupted=s.interrupted,
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
-        audit_canaries=canaries or None, private_release=False if canaries else None)
+        audit_canaries=canaries or None, private_release=False if canaries else None, init=init_of(s.run))
+
+
+def init_of(run) -> Init | None:
+    """What summary.json says of [init]: the weights' source and digest, the head re-initialised, the
+    trainable and frozen scalars; None for a run from experiment.seed's draw with every parameter trained."""
+    if run.init is None and run.partition is None:
+        return None
+    total = sum(int(leaf.size) for leaf in jax.tree.leaves(run.params))
+    trainable = sum(int(leaf.size) for leaf in jax.tree.leaves(trainable_of(run.partition, run.params)))
+    return Init(source=run.init.source if run.init else "", digest=run.init.digest if run.init else None,
+                reinitialised=run.init.reinitialised if run.init else (), trainable_parameters=trainable,
+                frozen_parameters=total - trainable)
 
 
 def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
