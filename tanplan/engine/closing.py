@@ -87,7 +87,7 @@ def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
     """model/model.json: the architecture, the weights released and the figures of record; an audited
     run's says it is not a private release."""
     m, dataset = cfg.model, s.run.dataset
-    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order, "options": m.options,
             "num_classes": dataset.num_classes, "input_shape": list(dataset.input_shape),
             "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
             "epsilon": summary.epsilon, "epsilon_accountant": summary.epsilon_accountant,

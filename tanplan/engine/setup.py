@@ -47,7 +47,8 @@ def build_model(cfg: Config, num_classes: int, input_shape=None):
     give each example an output of its own (tanplan.models.plugins.check_per_example), and its [task]
     functions one scalar per example (tanplan.task.check); UsageError (one line) otherwise."""
     m = cfg.model
-    model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)
+    model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options,
+                         input_shape=input_shape)
     if input_shape is not None and is_import_path(m.name):
         check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed, num_classes=num_classes)
     if input_shape is not None:
