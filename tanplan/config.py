@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 import re
 import sys
 import tomllib
@@ -145,6 +146,9 @@ class TrainConfig:
     batch_size: int = setting(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
     steps: int = setting(200, "number of steps S, at most 10^7 (where the accountants are trusted)", lo=1,
                          hi=MAX_STEPS)
+    epochs: float = setting(0.0, "0: S = train.steps; > 0: S = ceil(epochs·N/B), N the training set's size (passes "
+                            "over the data in expectation, as Opacus users plan); exactly one of steps and epochs",
+                            lo=0, hi=1e6)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
     physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
@@ -317,6 +321,11 @@ class Config:
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
         """A copy with dotted keys replaced, e.g. {"train.learning_rate": 2.0}; values are validated."""
         raw = self.to_dict()
+        keys = {RENAMED.get(k, k) for k in overrides}
+        if "train.steps" in keys and "train.epochs" in keys and overrides.get("train.epochs"):
+            raise UsageError("train.steps and train.epochs are both set: give exactly one (S = ceil(epochs·N/B))")
+        if "train.steps" in keys:
+            raw["train"]["epochs"] = 0.0  # an S given replaces the epochs of the config it overrides
         for dotted, value in overrides.items():
             section, key = _split_key(dotted)
             raw.setdefault(section, {})[key] = value
@@ -430,6 +439,8 @@ def config_from_dict(raw: Mapping[str, Mapping[str, Any]]) -> Config:
         raise UsageError(f"unknown config section [{unknown[0]}]: valid sections are {', '.join(SECTIONS)}")
     cfg = Config(**{name: _section_from_dict(name, kind, raw.get(name, {})) for name, kind in SECTIONS.items()})
     _check_consistency(cfg)
+    if cfg.train.epochs and cfg.train.steps != TrainConfig.steps:  # S comes from the epochs: steps is not read
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=TrainConfig.steps))
     return cfg
 
 
@@ -446,6 +457,18 @@ def _renamed(raw: Mapping[str, Any]) -> dict:
             if isinstance(target, dict):
                 target.setdefault(new_key, value)
     return out
+
+
+def train_steps(train: TrainConfig, dataset_size: int) -> int:
+    """S of a run on N examples: train.steps, or ceil(epochs·N/B) when train.epochs > 0 (computed on the
+    epochs' decimal text, so that 2.5 epochs of 4000 at B = 500 are exactly 20 steps, not 21)."""
+    if not train.epochs:
+        return int(train.steps)
+    steps = math.ceil(Fraction(repr(train.epochs)) * dataset_size / train.batch_size)
+    if steps > MAX_STEPS:
+        raise UsageError(f"train.epochs = {train.epochs:g} is not allowed: {steps} steps at B = {train.batch_size} "
+                         f"on {dataset_size} examples, above {MAX_STEPS} (where the accountants are trusted)")
+    return max(1, steps)
 
 
 def _check_consistency(cfg: Config) -> None:
@@ -540,22 +563,30 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Confi
     """Read a TOML config (None = all defaults) and apply "section.key=value" overrides."""
     raw: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if path.is_dir():
-            raise UsageError(f"config file {str(path)!r} is a folder, not a TOML config file")
-        if not path.is_file():
-            raise UsageError(f"config file {str(path)!r} does not exist")
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"), parse_float=parse_float)
-        except UnicodeDecodeError:
-            raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
-        except tomllib.TOMLDecodeError as err:
-            raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
-        except UsageError as err:
-            raise UsageError(f"config file {str(path)!r}: {err}") from None
+        raw = _read_toml(path)
+        train = raw.get("train")
+        if isinstance(train, Mapping) and "steps" in train and train.get("epochs"):
+            raise UsageError(f"config file {str(path)!r} sets train.steps and train.epochs: give exactly one")
     cfg = config_from_dict(raw)
     parsed = dict(parse_override(o) for o in overrides)
     return cfg.with_overrides(parsed) if parsed else cfg
+
+
+def _read_toml(path) -> dict[str, Any]:
+    """The TOML file's table; UsageError (one line) when it is missing, a folder, not UTF-8 or not TOML."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"config file {str(path)!r} is a folder, not a TOML config file")
+    if not path.is_file():
+        raise UsageError(f"config file {str(path)!r} does not exist")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"), parse_float=parse_float)
+    except UnicodeDecodeError:
+        raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    except UsageError as err:
+        raise UsageError(f"config file {str(path)!r}: {err}") from None
 
 
 def _toml_value(value: Any) -> str:
@@ -577,6 +608,8 @@ def config_to_toml(cfg: Config) -> str:
     """The config as TOML text that load_config reads back to an equal Config."""
     lines = []
     for section, values in cfg.to_dict().items():
+        if section == "train" and values["epochs"]:
+            values.pop("steps")  # exactly one of steps and epochs (S = ceil(epochs·N/B))
         lines.append(f"[{section}]")
         lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
         lines.append("")

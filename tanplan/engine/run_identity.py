@@ -27,6 +27,8 @@ def fingerprint(cfg: Config, plan) -> dict:
     for section in ("data", "model"):
         if not relevant[section].get("options"):
             relevant[section].pop("options", None)
+    if not relevant["train"].get("epochs"):  # S given as train.steps (absent by default: older checkpoints resume)
+        relevant["train"].pop("epochs", None)
     for k in ("eval_every", "eval_batch_size", "checkpoint_every", "physical_batch_size"):
         relevant["train"].pop(k, None)  # bookkeeping only: may change on resume
     relevant["experiment"].pop("name", None)
