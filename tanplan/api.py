@@ -48,6 +48,7 @@ from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
 from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume, check_sweep_space
+from tanplan.workflow.pretrain import check_public, pretrain_config
 from tanplan.workflow.sweep.study import check_study_file
 
 ConfigLike = Config | str | os.PathLike | None
@@ -276,6 +277,22 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
 
     return train_and_evaluate(cfg, Path(out) if out is not None else None, resume=resume, progress=progress,
                               writers=writers)
+
+
+@_typed
+def pretrain(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
+             progress: bool = False):
+    """The config's model trained without privacy on its PUBLIC data (its public tuning set, checked to share
+    no example with the private set) into a run folder that [init] path reads; returns its RunSummary."""
+    cfg = as_config(config, overrides)
+    public_cfg = pretrain_config(cfg)  # no public data: refused before anything is read
+    check_inputs(public_cfg)
+    check_out_dir(out)
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; `import tanplan` and the planner stay JAX-free
+    from tanplan.engine.setup import load_data  # lazy: JAX; `import tanplan` and the planner stay JAX-free
+
+    check_public(cfg, load_data)
+    return train_and_evaluate(public_cfg, Path(out) if out is not None else None, progress=progress)
 
 
 @_typed

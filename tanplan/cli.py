@@ -20,7 +20,7 @@ from tanplan.errors import TanplanError, UsageError
 from tanplan.extras import missing_extra, require_train
 from tanplan.runtime import configure_process
 
-COMMANDS = ("plan", "proxy", "bench", "train", "sweep", "fit", "optimize", "launch", "run", "baseline", "audit",
+COMMANDS = ("plan", "proxy", "bench", "train", "pretrain", "sweep", "fit", "optimize", "launch", "run", "baseline", "audit",
             "demo", "convert")
 
 

@@ -8,7 +8,7 @@ the run before any compute with one line naming the key and what is allowed (Usa
     >>> cfg.train.steps, cfg.privacy.epsilon
     (10, 2.0)
 
-Sections: [experiment], [data], [model], [task], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
+Sections: [experiment], [data], [model], [init], [task], [privacy], [train], [pruning], [tuning], [sweep], [fit], [optimize],
 [tracking]; each an ordinary
 typed field of Config. Keys renamed since an earlier version (train.prune_method -> pruning.method, ...)
 are still read, under their new names. No JAX here: loading a config must stay cheap.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 import re
 import sys
 import tomllib
@@ -84,6 +85,27 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class InitConfig:
+    """[init]: where the initial weights come from and which parameters train (tanplan.models.init,
+    tanplan.models.freeze). Empty: a random initialisation from experiment.seed, every parameter trained."""
+
+    path: str = setting("", "initial weights: a tanplan run folder (its released model/), a .npz of \"/\"-joined "
+                        "parameter paths, a .msgpack of flax params, or an orbax checkpoint folder")
+    loader: str = setting("", "or a function by import path \"package.module:load_params\" returning the params "
+                          "pytree (called with no argument); exactly one of path and loader")
+    head: tuple = setting((), "parameter patterns of the head, re-initialised (from experiment.seed) when its shape "
+                          "differs from the init's (another class count); empty: the last top-level Dense of a "
+                          "built-in model", item=str)
+    trainable: tuple = setting((), "parameter patterns that train (empty: all); a glob on \"/\"-joined paths "
+                               "(\"BasicBlock_7/*\"), or a regex after \"re:\"; a pattern naming a module "
+                               "covers its parameters", item=str)
+    frozen: tuple = setting((), "parameter patterns kept at their initial values (no gradient, no noise, no "
+                            "optimizer state); they win over trainable", item=str)
+    frozen_blocks: int = setting(0, "resnet18_gn, wrn16_4, vit_tiny: freeze the stem and the first k block groups "
+                                 "(ViT: encoder blocks); k = all of them leaves the head alone trainable", lo=0)
+
+
+@dataclass(frozen=True)
 class TaskConfig:
     """[task]: what a run minimises and reports (tanplan.task). Empty: integer-label cross-entropy and accuracy."""
 
@@ -124,6 +146,9 @@ class TrainConfig:
     batch_size: int = setting(4096, "expected batch size B (Poisson sampling, q = B/N)", lo=1)
     steps: int = setting(200, "number of steps S, at most 10^7 (where the accountants are trusted)", lo=1,
                          hi=MAX_STEPS)
+    epochs: float = setting(0.0, "0: S = train.steps; > 0: S = ceil(epochs·N/B), N the training set's size (passes "
+                            "over the data in expectation, as Opacus users plan); exactly one of steps and epochs",
+                            lo=0, hi=1e6)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
     physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
@@ -251,6 +276,7 @@ SECTIONS: dict[str, type] = {
     "experiment": ExperimentConfig,
     "data": DataConfig,
     "model": ModelConfig,
+    "init": InitConfig,
     "task": TaskConfig,
     "privacy": PrivacyConfig,
     "train": TrainConfig,
@@ -277,6 +303,7 @@ class Config:
     experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    init: InitConfig = field(default_factory=InitConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -294,6 +321,11 @@ class Config:
     def with_overrides(self, overrides: Mapping[str, Any]) -> "Config":
         """A copy with dotted keys replaced, e.g. {"train.learning_rate": 2.0}; values are validated."""
         raw = self.to_dict()
+        keys = {RENAMED.get(k, k) for k in overrides}
+        if "train.steps" in keys and "train.epochs" in keys and overrides.get("train.epochs"):
+            raise UsageError("train.steps and train.epochs are both set: give exactly one (S = ceil(epochs·N/B))")
+        if "train.steps" in keys:
+            raw["train"]["epochs"] = 0.0  # an S given replaces the epochs of the config it overrides
         for dotted, value in overrides.items():
             section, key = _split_key(dotted)
             raw.setdefault(section, {})[key] = value
@@ -407,6 +439,8 @@ def config_from_dict(raw: Mapping[str, Mapping[str, Any]]) -> Config:
         raise UsageError(f"unknown config section [{unknown[0]}]: valid sections are {', '.join(SECTIONS)}")
     cfg = Config(**{name: _section_from_dict(name, kind, raw.get(name, {})) for name, kind in SECTIONS.items()})
     _check_consistency(cfg)
+    if cfg.train.epochs and cfg.train.steps != TrainConfig.steps:  # S comes from the epochs: steps is not read
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=TrainConfig.steps))
     return cfg
 
 
@@ -423,6 +457,18 @@ def _renamed(raw: Mapping[str, Any]) -> dict:
             if isinstance(target, dict):
                 target.setdefault(new_key, value)
     return out
+
+
+def train_steps(train: TrainConfig, dataset_size: int) -> int:
+    """S of a run on N examples: train.steps, or ceil(epochs·N/B) when train.epochs > 0 (computed on the
+    epochs' decimal text, so that 2.5 epochs of 4000 at B = 500 are exactly 20 steps, not 21)."""
+    if not train.epochs:
+        return int(train.steps)
+    steps = math.ceil(Fraction(repr(train.epochs)) * dataset_size / train.batch_size)
+    if steps > MAX_STEPS:
+        raise UsageError(f"train.epochs = {train.epochs:g} is not allowed: {steps} steps at B = {train.batch_size} "
+                         f"on {dataset_size} examples, above {MAX_STEPS} (where the accountants are trusted)")
+    return max(1, steps)
 
 
 def _check_consistency(cfg: Config) -> None:
@@ -457,10 +503,27 @@ def _check_consistency(cfg: Config) -> None:
         if value and ":" not in value:
             raise UsageError(f"{key} = {value!r} is not allowed: use an import path \"package.module:function\", or "
                              "leave it empty for the default")
+    _check_init(cfg.init)
     for path in cfg.tracking.writers:
         if not IMPORT_PATH.fullmatch(path):
             raise UsageError(f"tracking.writers entry {path!r} is not allowed: use an import path "
                              "\"package.module:factory\"")
+
+
+def _check_init(init: InitConfig) -> None:
+    """[init]: one source of weights at most, a loader by import path, regex patterns that compile."""
+    if init.path and init.loader:
+        raise UsageError("init.path and init.loader are both set: give exactly one source of initial weights")
+    if init.loader and not IMPORT_PATH.fullmatch(init.loader):
+        raise UsageError(f"init.loader = {init.loader!r} is not allowed: an import path reads "
+                         "\"package.module:load_params\"")
+    for key in ("head", "trainable", "frozen"):
+        for pattern in getattr(init, key):
+            if pattern.startswith("re:"):
+                try:
+                    re.compile(pattern[3:])
+                except re.error as err:
+                    raise UsageError(f"init.{key} pattern {pattern!r} is not a valid regex: {err}") from None
 
 
 def parse_float(text: str) -> float:
@@ -500,22 +563,30 @@ def load_config(path: str | Path | None, overrides: Iterable[str] = ()) -> Confi
     """Read a TOML config (None = all defaults) and apply "section.key=value" overrides."""
     raw: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if path.is_dir():
-            raise UsageError(f"config file {str(path)!r} is a folder, not a TOML config file")
-        if not path.is_file():
-            raise UsageError(f"config file {str(path)!r} does not exist")
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"), parse_float=parse_float)
-        except UnicodeDecodeError:
-            raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
-        except tomllib.TOMLDecodeError as err:
-            raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
-        except UsageError as err:
-            raise UsageError(f"config file {str(path)!r}: {err}") from None
+        raw = _read_toml(path)
+        train = raw.get("train")
+        if isinstance(train, Mapping) and "steps" in train and train.get("epochs"):
+            raise UsageError(f"config file {str(path)!r} sets train.steps and train.epochs: give exactly one")
     cfg = config_from_dict(raw)
     parsed = dict(parse_override(o) for o in overrides)
     return cfg.with_overrides(parsed) if parsed else cfg
+
+
+def _read_toml(path) -> dict[str, Any]:
+    """The TOML file's table; UsageError (one line) when it is missing, a folder, not UTF-8 or not TOML."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"config file {str(path)!r} is a folder, not a TOML config file")
+    if not path.is_file():
+        raise UsageError(f"config file {str(path)!r} does not exist")
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"), parse_float=parse_float)
+    except UnicodeDecodeError:
+        raise UsageError(f"config file {str(path)!r} is not UTF-8 text: a config is a TOML file") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"config file {str(path)!r} is not valid TOML: {err}") from None
+    except UsageError as err:
+        raise UsageError(f"config file {str(path)!r}: {err}") from None
 
 
 def _toml_value(value: Any) -> str:
@@ -537,6 +608,8 @@ def config_to_toml(cfg: Config) -> str:
     """The config as TOML text that load_config reads back to an equal Config."""
     lines = []
     for section, values in cfg.to_dict().items():
+        if section == "train" and values["epochs"]:
+            values.pop("steps")  # exactly one of steps and epochs (S = ceil(epochs·N/B))
         lines.append(f"[{section}]")
         lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
         lines.append("")

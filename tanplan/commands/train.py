@@ -16,12 +16,15 @@ def configure(parser) -> None:
     parser.add_argument("--out", default=None, metavar="DIR", help="write config, metrics, summary, checkpoint here")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in DIR exactly (same batches and noise); a finished run takes no step")
+    parser.add_argument("--epochs", type=float, default=None, metavar="E",
+                        help="train for E epochs: S = ceil(E·N/B) steps (instead of train.steps)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def execute(args) -> int:
-    cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
+    epochs = [f"train.epochs={args.epochs!r}"] if args.epochs is not None else []
+    cfg = api.as_config(args.config, [*args.overrides, *epochs])  # bad keys and values fail here, before any compute
     # names, paths, plug-ins, the folder and --resume are checked before the data is loaded or generated
     summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet)
     if args.json:

@@ -36,7 +36,7 @@ Augment = Callable[[jax.Array, jax.Array], jax.Array]
 
 IMAGE_FAMILIES = ("none", "crop_flip", "rrc", "simclr")
 SIGNAL_FAMILIES = ("none", "shift", "scale", "noise", "shift_scale_noise")
-DATA_KINDS = {"image": IMAGE_FAMILIES, "1d": SIGNAL_FAMILIES}
+DATA_KINDS = {"image": IMAGE_FAMILIES, "1d": SIGNAL_FAMILIES, "flat": ("none",)}  # flat: feature rows (d,)
 
 MAX_SHIFT = 4
 SCALE_RANGE = (0.8, 1.2)

@@ -51,8 +51,9 @@ class Dataset:
 
     @property
     def data_kind(self) -> str:
-        """"image" for (H, W, C) examples, "1d" for (length, channels); selects the augmentations."""
-        return "image" if self.x_train.ndim == 4 else "1d"
+        """"image" for (H, W, C) examples, "1d" for (length, channels), "flat" for (features,) rows; selects
+        the augmentations."""
+        return {4: "image", 2: "flat"}.get(self.x_train.ndim, "1d")
 
     # The random-access sources the engine reads (tanplan.data.source): a Dataset is one such pair.
     @property

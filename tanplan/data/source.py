@@ -132,8 +132,8 @@ class Sources:
 
     @property
     def data_kind(self) -> str:
-        """"image" for (H, W, C) examples, "1d" for (length, channels)."""
-        return "image" if len(self.input_shape) == 3 else "1d"
+        """"image" for (H, W, C) examples, "1d" for (length, channels), "flat" for (features,) rows."""
+        return {3: "image", 1: "flat"}.get(len(self.input_shape), "1d")
 
     @property
     def in_memory(self) -> bool:
@@ -221,8 +221,8 @@ def describe(name: str, train, test, num_classes: int = 0, input_shape=None, mea
     if tuple(x0.shape[1:]) != shape:
         raise UsageError(f"{name}: the test rows have shape {tuple(x0.shape[1:])} but the training rows are "
                          f"declared {shape}")
-    if len(shape) not in (2, 3) or min(shape) < 1:
-        raise UsageError(f"{name}: examples have shape {shape}; expected (length, channels) or "
+    if len(shape) not in (1, 2, 3) or min(shape) < 1:
+        raise UsageError(f"{name}: examples have shape {shape}; expected (features,), (length, channels) or "
                          "(height, width, channels)")
     if y0.ndim != 1:
         raise UsageError(f"{name}: the test labels have shape {tuple(y0.shape[1:])} per example; expected one label")

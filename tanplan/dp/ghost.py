@@ -17,7 +17,10 @@ time. Here instead ("ghost clipping" with "book-keeping"; Li et al. 2022, Bu et 
 
 Guarantee: the result equals Σ_i clip_C(g_i) up to floating-point rounding, so adding or removing one
 example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as tanplan.privacy.accounting
-assumes. It relies on every parameter living in exactly one layer called once per example row;
+assumes. Only the parameters given are differentiated: with frozen ones merged in by logits_fn
+(tanplan.dp.partition), a layer holding none of them is not recorded, so it adds nothing to the norms
+and costs no backward pass of its own; a layer holding some but not all is refused (the vmap route).
+It relies on every parameter living in exactly one layer called once per example row;
 `unsupported_reason` checks that structure and compares the norms with directly computed per-example
 gradients on a small batch before a run uses this route (train.grad_method = "auto" falls back to the
 vmap route otherwise). Per-example losses and accuracies come back unprivatised (diagnostics only).
@@ -51,7 +54,8 @@ class _Call:
 class _Tape:
     """Method interceptor: records each parameterised layer's input; adds perturbations to outputs."""
 
-    def __init__(self, perturbations=None):
+    def __init__(self, params, perturbations=None):
+        self.params = params  # the parameters differentiated: a layer with none of them is frozen, not recorded
         self.perturbations = perturbations
         self.calls: list[_Call] = []
         self.inputs: list[jax.Array] = []
@@ -64,6 +68,11 @@ class _Tape:
         if not own:
             return next_fun(*args, **kwargs)
         path = "/".join(module.path)
+        mine = _subtree(self.params, tuple(module.path))
+        if mine is None:  # frozen (tanplan.dp.partition): no perturbation, no norm, no backward pass for it
+            return next_fun(*args, **kwargs)
+        if any(k not in mine for k in own):
+            self.problems.append(f"layer {path} is partly frozen")
         if len(own) != len(params):
             self.problems.append(f"layer {path} owns parameters and sub-layers")
         if context.method_name != "__call__":
@@ -84,7 +93,7 @@ class _Tape:
 
 
 def _record(losses_fn, params, x, y, keys, mask, perturbations=None):
-    tape = _Tape(perturbations)
+    tape = _Tape(params, perturbations)
     with nn.intercept_methods(tape):
         losses, acc = losses_fn(params, x, y, keys)
     total = jnp.sum(jnp.where(mask, losses, 0.0))
@@ -306,7 +315,7 @@ def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug
 
     def grad_sum(params, x, y, keys, mask):
         n = x.shape[0]
-        probe = _Tape()
+        probe = _Tape(params)
         with nn.intercept_methods(probe):
             jax.eval_shape(lambda *a: losses_fn(*a), params, x, y, keys)  # fresh fn: no trace cache
         calls = probe.calls
@@ -386,7 +395,7 @@ def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rt
     y = jnp.arange(n, dtype=jnp.int32) % 2
     keys = augmult.example_keys(jax.random.key(0), jnp.arange(n))
     losses_fn = augmult.batch_loss_fn(logits_fn, None, 1)
-    probe = _Tape()
+    probe = _Tape(params)
     try:
         with nn.intercept_methods(probe):
             jax.eval_shape(lambda *a: losses_fn(*a), params, x, y, keys)  # fresh fn: no trace cache

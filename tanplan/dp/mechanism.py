@@ -14,7 +14,11 @@ Guarantee. Step t releases  Σ_{i ∈ P_t} clip_C(g_i) + N(0, σ²C² I), where
   norm C: the sum has sensitivity C under add/remove-one neighbours (2C under replace-one, when both
   examples are sampled), whichever route computes it (ghost or vmap: tanplan.engine.routes);
 - the noise N(0, σ²C² I) is drawn once per step from fold_in(secret noise key, t), on the global sum
-  (after every accumulation chunk and device), and covers every coordinate of every parameter.
+  (after every accumulation chunk and device), and covers every coordinate of every trainable parameter.
+With frozen parameters ([init] trainable / frozen / frozen_blocks: tanplan.dp.partition) g_i is the
+gradient with respect to the trainable parameters alone, clipped to C over them; the noise has their shape
+and the optimizer updates them alone, so the sensitivity stays C and the frozen parameters are released
+as they came in (public: the init, or experiment.seed's draw).
 Dividing by the EXPECTED batch size B, the optimizer, the EMA and everything published after are
 post-processing. The accountant (tanplan.privacy.accounting) composes S Poisson-subsampled Gaussian
 mechanisms of multiplier σ (`events`, plus DP-SNIP's one release when pruning uses it) under the run's

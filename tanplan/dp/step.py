@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from tanplan.dp import augmult, noise, optim
+from tanplan.dp.partition import Partition, trainable_of, with_trainable
 
 
 @flax.struct.dataclass
@@ -37,9 +38,11 @@ class TrainState:
     ema_params: Any = None  # None when the EMA is off
 
 
-def create_train_state(params, optimizer: optax.GradientTransformation, ema_decay: float = 0.0) -> TrainState:
+def create_train_state(params, optimizer: optax.GradientTransformation, ema_decay: float = 0.0,
+                       partition: Partition | None = None) -> TrainState:
+    """The state at step 0; the optimizer holds state for the trainable parameters only (tanplan.dp.partition)."""
     ema = jax.tree.map(jnp.array, params) if ema_decay > 0 else None
-    return TrainState(jnp.zeros([], jnp.int32), params, optimizer.init(params), ema)
+    return TrainState(jnp.zeros([], jnp.int32), params, optimizer.init(trainable_of(partition, params)), ema)
 
 
 def _zeros_like_out(grad_sum, params, chunk):
@@ -101,34 +104,38 @@ def example_keys(batch: dict, aug_key: jax.Array) -> jax.Array:
 
 
 def make_train_step(grad_sum: Callable, optimizer: optax.GradientTransformation, *, noise_std: float,
-                    expected_batch_size: float, ema_decay: float = 0.0):
+                    expected_batch_size: float, ema_decay: float = 0.0, partition: Partition | None = None):
     """step(state, batch, noise_key, aug_key) -> (state, metrics): noisy sum (make_noisy_grad_sum) / B,
-    update, EMA."""
+    update, EMA (partition: grad_sum's sum is over its trainable parameters: tanplan.dp.partition)."""
     return train_step(make_noisy_grad_sum(grad_sum, noise_std), optimizer, expected_batch_size=expected_batch_size,
-                      ema_decay=ema_decay)
+                      ema_decay=ema_decay, partition=partition)
 
 
 def train_step(noisy_sum: Callable, optimizer: optax.GradientTransformation, *, expected_batch_size: float,
-               ema_decay: float = 0.0):
+               ema_decay: float = 0.0, partition: Partition | None = None):
     """step(state, batch, noise_key, aug_key, *extra) -> (state, metrics) around a privatised sum
     noisy_sum(params, batch, noise_key, aug_key, *extra) -> (sum, stats): divided by the fixed B, then the
-    update and the EMA (post-processing). extra: the audit's canary inputs (tanplan.dp.canaries.audited_noisy_sum)."""
+    update and the EMA (post-processing). extra: the audit's canary inputs (tanplan.dp.canaries.audited_noisy_sum).
+    partition: noisy_sum's sum is over its trainable parameters, and only they are updated."""
 
     def step(state: TrainState, batch: dict, noise_key: jax.Array, aug_key: jax.Array, *extra):
         grads, metrics = noisy_sum(state.params, batch, noise_key, aug_key, *extra)
         grads = jax.tree.map(lambda g: g / expected_batch_size, grads)
-        return apply_update(state, grads, optimizer, ema_decay, metrics)
+        return apply_update(state, grads, optimizer, ema_decay, metrics, partition=partition)
 
     return step
 
 
 def apply_update(state: TrainState, grads, optimizer: optax.GradientTransformation, ema_decay: float,
-                 metrics: dict, mask_updates: Callable = lambda updates: updates):
-    """The optimizer step on already-noised gradients (post-processing: no privacy cost), then the EMA."""
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, mask_updates(updates))
+                 metrics: dict, mask_updates: Callable = lambda updates: updates, partition: Partition | None = None):
+    """The optimizer step on already-noised gradients (post-processing: no privacy cost), then the EMA.
+    With a partition, grads are the trainable parameters'; the frozen ones are kept bit for bit."""
+    trainable = trainable_of(partition, state.params)
+    updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
+    params = with_trainable(partition, state.params, optax.apply_updates(trainable, mask_updates(updates)))
     ema = state.ema_params
     if ema is not None:
-        ema = optim.ema_update(ema, params, ema_decay, state.step)
+        new = optim.ema_update(trainable_of(partition, ema), trainable_of(partition, params), ema_decay, state.step)
+        ema = with_trainable(partition, ema, new)
     metrics["grad_norm"] = optax.global_norm(grads)
     return TrainState(state.step + 1, params, opt_state, ema), metrics

@@ -13,7 +13,8 @@ import jax
 from tanplan.config import Config
 from tanplan.engine import evaluation
 from tanplan.engine.session import Session
-from tanplan.outcomes.run_summary import Layout, RunSummary
+from tanplan.dp.partition import trainable_of
+from tanplan.outcomes.run_summary import Init, Layout, RunSummary
 from tanplan.provenance import Environment
 
 
@@ -67,14 +68,26 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, c
         diverged_at_step=s.diverged_at, interrupted=s.interrupted,
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
-        audit_canaries=canaries or None, private_release=False if canaries else None)
+        audit_canaries=canaries or None, private_release=False if canaries else None, init=init_of(s.run))
+
+
+def init_of(run) -> Init | None:
+    """What summary.json says of [init]: the weights' source and digest, the head re-initialised, the
+    trainable and frozen scalars; None for a run from experiment.seed's draw with every parameter trained."""
+    if run.init is None and run.partition is None:
+        return None
+    total = sum(int(leaf.size) for leaf in jax.tree.leaves(run.params))
+    trainable = sum(int(leaf.size) for leaf in jax.tree.leaves(trainable_of(run.partition, run.params)))
+    return Init(source=run.init.source if run.init else "", digest=run.init.digest if run.init else None,
+                reinitialised=run.init.reinitialised if run.init else (), trainable_parameters=trainable,
+                frozen_parameters=total - trainable)
 
 
 def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
     """model/model.json: the architecture, the weights released and the figures of record; an audited
     run's says it is not a private release."""
     m, dataset = cfg.model, s.run.dataset
-    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order,
+    card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order, "options": m.options,
             "num_classes": dataset.num_classes, "input_shape": list(dataset.input_shape),
             "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
             "epsilon": summary.epsilon, "epsilon_accountant": summary.epsilon_accountant,

@@ -101,7 +101,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     plan = prepared.plan
     with RunFolder(workdir, resume=resume, primary=primary, lock=single) as folder:
         # The secret is bound to this run: reused only by its own resume (a Ray launch's workers read the driver's).
-        secret = folder.secret(cfg.privacy.noise_seed, run_identity(cfg, plan, prepared.dataset, prepared.params),
+        secret = folder.secret(cfg.privacy.noise_seed, run_identity(cfg, plan, prepared.dataset, prepared.params,
+                                                                 setup.init_digest(prepared)),
                                create=single)
         if secret.reproducible and cfg.privacy.private:
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
@@ -147,12 +148,13 @@ def _resume_or_start(cfg: Config, run: setup.Run, folder: RunFolder, backend: st
     with; (3) only then rewrite config.toml and drop later metrics; (4) go on at its step with the same
     secret: the same batches and noise."""
     plan, ndev = run.plan, run.mesh.devices.size
-    state = dp_step.create_train_state(run.params, run.optimizer, cfg.train.ema_decay)
+    state = dp_step.create_train_state(run.params, run.optimizer, cfg.train.ema_decay, run.partition)
     proxy = plan.target is not None
     # One PLD grid for every figure of the run (scaled to its planned ε): its ε of record grows with its steps.
     grid = accounting.pld_grid(plan.events(), plan.delta, plan.neighbouring) if plan.private and not proxy else None
     ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta,
-                    accountant=plan.accountant, neighbouring=plan.neighbouring, proxy=proxy, pld_interval=grid)
+                    accountant=plan.accountant, neighbouring=plan.neighbouring, proxy=proxy, pld_interval=grid,
+                    public=setup.public_inputs(run))
     # The planned layout is public (N, q, the config); a layout grown for a batch that outgrew it is
     # private (it bounds a sampled batch size): it stays in the checkpoint, never in summary.json.
     planned = layout = sampling.batch_layout(run.dataset.num_train, plan.q, cfg.train.physical_batch_size, ndev)

@@ -80,7 +80,8 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
                              f"continue it, or choose a new --out")
         prepared = setup.prepare(cfg)  # the run's identity: the secret is bound to it, as in a local run
         secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
-                       identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params))
+                       identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params,
+                                                             setup.init_digest(prepared)))
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
 

@@ -20,11 +20,15 @@ def fingerprint(cfg: Config, plan) -> dict:
     """What must not change between a checkpoint and its resumption for the resume to be exact."""
     relevant = {k: v for k, v in cfg.to_dict().items() if k in ("experiment", "data", "model", "privacy", "train",
                                                                   "pruning")}
+    if cfg.init != type(cfg.init)():  # initial weights or frozen parameters (absent by default: older checkpoints resume)
+        relevant["init"] = cfg.to_dict()["init"]
     if cfg.task != type(cfg.task)():  # a plugged-in loss or metric (absent by default: older checkpoints resume)
         relevant["task"] = cfg.to_dict()["task"]
     for section in ("data", "model"):
         if not relevant[section].get("options"):
             relevant[section].pop("options", None)
+    if not relevant["train"].get("epochs"):  # S given as train.steps (absent by default: older checkpoints resume)
+        relevant["train"].pop("epochs", None)
     for k in ("eval_every", "eval_batch_size", "checkpoint_every", "physical_batch_size"):
         relevant["train"].pop(k, None)  # bookkeeping only: may change on resume
     relevant["experiment"].pop("name", None)
@@ -32,16 +36,19 @@ def fingerprint(cfg: Config, plan) -> dict:
             "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
 
 
-def run_identity(cfg: Config, plan, dataset, params) -> dict:
+def run_identity(cfg: Config, plan, dataset, params, init_digest: str | None = None) -> dict:
     """What a run's noise protects, as flat {key: value}: every config key its batches, noise and updates
     depend on (`fingerprint`, which holds the plug-ins' import paths and options), the plan's numbers, the
     identity of its training data (`training_set`), the code of each plug-in it computes with (`plugins`)
-    and its parameters' structure. The run's secret is bound to it (tanplan.dp.secret)."""
+    and its parameters' structure, and the digest of [init]'s weights when it starts from them (init_digest:
+    tanplan.models.init). The run's secret is bound to it (tanplan.dp.secret)."""
     fp = fingerprint(cfg, plan)
     flat = {f"{section}.{key}": value for section, values in fp["config"].items() for key, value in values.items()}
     flat.update({f"plan.{key}": value for key, value in fp.items() if key != "config"})
     flat["data.training_set"] = training_set(dataset)
     flat.update(plugins(cfg))
+    if init_digest is not None:
+        flat["init.digest"] = init_digest
     flat["model.parameter_structure"] = hashlib.blake2b(repr(structure(params)).encode(), digest_size=16).hexdigest()
     return flat
 

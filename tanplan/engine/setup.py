@@ -19,11 +19,14 @@ from tanplan.data.dataset import with_train_examples
 from tanplan.dp import canaries as canary_lib
 from tanplan.dp import mechanism as dp_mechanism
 from tanplan.dp import optim, pruning, sampling, sharding
+from tanplan.dp import partition as dp_partition
 from tanplan.dp import step as dp_step
 from tanplan.engine import evaluation, routes, sparsity
 from tanplan.engine.memory import check_batches_fit
 from tanplan.engine.route_notes import route_line
-from tanplan.models import create_model
+from tanplan.errors import UsageError
+from tanplan.models import create_model, freeze
+from tanplan.models import init as model_init
 from tanplan.models.plugins import check_per_example, check_rows_alone
 from tanplan.outcomes.run_summary import Pruning
 from tanplan.plugins import is_import_path
@@ -44,7 +47,8 @@ def build_model(cfg: Config, num_classes: int, input_shape=None):
     give each example an output of its own (tanplan.models.plugins.check_per_example), and its [task]
     functions one scalar per example (tanplan.task.check); UsageError (one line) otherwise."""
     m = cfg.model
-    model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)
+    model = create_model(m.name, num_classes, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options,
+                         input_shape=input_shape)
     if input_shape is not None and is_import_path(m.name):
         check_per_example(model, input_shape, m.name, seed=cfg.experiment.seed, num_classes=num_classes)
     if input_shape is not None:
@@ -80,10 +84,25 @@ class Prepared:
     init_key: Any
     public_root: Any
     test_key: Any
+    init: model_init.InitWeights | None = None  # [init]'s public weights (None: experiment.seed's draw)
+    partition: dp_partition.Partition | None = None  # the trainable parameters (None: all of them)
+
+
+def check_init(cfg: Config):
+    """[init]'s checks that need no data: its source is read (a missing or foreign file refused), its
+    frozen_blocks fit the model, pruning is not asked beside frozen parameters. Returns the source."""
+    freeze.block_patterns(cfg)
+    frozen = cfg.init.trainable or cfg.init.frozen or cfg.init.frozen_blocks
+    if frozen and sparsity.enabled(cfg):
+        raise UsageError("[init] trainable / frozen / frozen_blocks are not allowed with [pruning]: the masked step "
+                         "of pruning and gradient dropping updates every parameter")
+    return model_init.read_source(cfg) if (cfg.init.path or cfg.init.loader) else None
 
 
 def prepare(cfg: Config) -> Prepared:
-    """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed)."""
+    """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed, or
+    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen)."""
+    source = check_init(cfg)  # before any data is read
     dataset = load_data(cfg)
     tasks.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
@@ -92,13 +111,22 @@ def prepare(cfg: Config) -> Prepared:
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
     params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
+    init = model_init.load_init(cfg, params, source)  # by path and shape: a mismatch is refused here
+    params = init.params if init is not None else params
+    trainable = freeze.trainable_paths(cfg, params)
+    partition = dp_partition.Partition(trainable) if trainable is not None else None
     if is_import_path(cfg.model.name):  # at the run's own chunk shape: rows mixed at a distance are caught too
         rows = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size).chunk_size
         check_rows_alone(model, params, dataset.input_shape, rows, cfg.model.name, seed=cfg.experiment.seed)
     logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
     if not sparsity.enabled(cfg):  # the per-layer route's numeric self-check, before anything is written
-        routes.check(cfg, logits_fn, params, public_example(dataset.input_shape))
-    return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key)
+        routes.check(cfg, *dp_partition.logits_over(partition, logits_fn, params), public_example(dataset.input_shape))
+    return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key, init, partition)
+
+
+def init_digest(p: Prepared) -> str | None:
+    """The digest of [init]'s weights (None: experiment.seed's draw), which the run's identity binds."""
+    return p.init.digest if p.init is not None else None
 
 
 @dataclass
@@ -111,7 +139,7 @@ class Run:
     model: Any
     logits_fn: Callable
     augment: Callable | None
-    params: Any  # the initial parameters (public: from experiment.seed), pruned if asked
+    params: Any  # the initial parameters (public: from experiment.seed or [init]), pruned if asked
     mechanism: dp_mechanism.Mechanism  # batches, clipped sum, noise, events, relation (tanplan.dp.mechanism)
     optimizer: Any
     step: Callable  # jitted (state, batch, roots[, audit]) -> (state, metrics); roots: replicated key data
@@ -125,6 +153,8 @@ class Run:
     audited: canary_lib.Audited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
     route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
+    init: model_init.InitWeights | None = None  # [init]'s public weights
+    partition: dp_partition.Partition | None = None  # the trainable parameters (None: all): tanplan.dp.partition
 
     @property
     def route(self) -> str:
@@ -160,11 +190,12 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = sparsity.masked_step(cfg, plan, p.logits_fn, p.augment, params, optimizer, mask)
         pruned = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = routes.make_grad_sum(cfg, p.logits_fn, p.augment, params, public_example(dataset.input_shape))
+        grad_sum, route = _grad_sum(cfg, p, params)
         mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
-        audited = canary_lib.wrap(mech, canaries, params) if canaries else None
+        trainable = dp_partition.trainable_of(p.partition, params)
+        audited = canary_lib.wrap(mech, canaries, trainable) if canaries else None
         inner = dp_step.train_step((audited or mech).noisy_sum(), optimizer, expected_batch_size=float(plan.batch_size),
-                                   ema_decay=cfg.train.ema_decay)
+                                   ema_decay=cfg.train.ema_decay, partition=p.partition)
     roots = {**mech.key_data(), "public": np.asarray(jax.random.key_data(p.public_root))}
     if audited is not None:  # step arguments, never constants: a compilation cache on disk would keep them
         roots["canaries"] = audited.arrays.step_inputs()
@@ -174,7 +205,21 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
                sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
-               route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None)
+               route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None,
+               init=p.init, partition=p.partition)
+
+
+def public_inputs(run: Run) -> dict | None:
+    """What the ledger records as the public inputs of the run's releases: [init]'s source and digest."""
+    return {"init": {"source": run.init.source, "digest": run.init.digest}} if run.init is not None else None
+
+
+def _grad_sum(cfg: Config, p: Prepared, params):
+    """The route's clipped sum over the trainable parameters (tanplan.dp.partition), and the Route."""
+    logits_fn, trainable = dp_partition.logits_over(p.partition, p.logits_fn, params)
+    route = routes.choose(cfg, logits_fn, trainable, public_example(p.dataset.input_shape))
+    make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name)  # noqa: E731
+    return dp_partition.grad_sum_over(p.partition, make, p.logits_fn), route
 
 
 def _keyed_step(inner: Callable, *, masked: bool) -> Callable:

@@ -73,15 +73,16 @@ def available_models() -> tuple[str, ...]:
 
 
 def create_model(name: str, num_classes: int, *, width: int = 0, depth: int = 0,
-                 norm_order: str = "conv_gn_relu", options: dict | None = None) -> nn.Module:
+                 norm_order: str = "conv_gn_relu", options: dict | None = None, input_shape=None) -> nn.Module:
     """The flax module `name` for `num_classes` classes; width/depth 0 mean the model's default.
 
     `name` may also be a factory's import path "package.module:make_model" (tanplan.models.plugins), called
-    with num_classes and `options` (model.options). Unknown names and options raise UsageError with one
-    line listing what is allowed.
+    with num_classes and `options` (model.options), and input_shape (one example's shape) when it takes it.
+    Unknown names and options raise UsageError with one line listing what is allowed.
     """
     if is_import_path(name):
-        return create_plugin(name, num_classes, width=width, depth=depth, norm_order=norm_order, options=options)
+        return create_plugin(name, num_classes, width=width, depth=depth, norm_order=norm_order, options=options,
+                             input_shape=input_shape)
     if options:
         raise UsageError(f"model.options is not allowed for {name}: it passes keyword arguments to a plugged-in "
                          "factory (model.name = \"package.module:make_model\")")

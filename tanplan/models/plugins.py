@@ -1,13 +1,16 @@
 """A user's model by import path (model.name = "my_pkg.nets:make_model"), and the DP checks it must pass.
 
 The factory is called as `make_model(num_classes, **kwargs)`, kwargs being [model] options plus width,
-depth and norm_order when they are set (non-zero, non-default), and returns a flax module:
+depth and norm_order when they are set (non-zero, non-default), plus `input_shape` (one example's shape,
+a tuple: (features,), (length, channels) or (height, width, channels)) when the factory takes that
+argument, and returns a flax module:
 
 - a linen module (flax.linen.Module): used as tanplan's own models are, `module.init(key, x)["params"]`
   and `module.apply({"params": p}, x)`;
-- an nnx module (flax.nnx.Module): its nnx.Param variables are the parameters; when the factory takes
-  an `rngs` argument it is called again with `rngs=nnx.Rngs(key)` so that the initialisation comes from
-  experiment.seed like every other model's.
+- an nnx module (flax.nnx.Module): its nnx.Param variables are the parameters. A factory that takes
+  `rngs` is always called with it (`make_model(num_classes, *, rngs, input_shape, **options)` is the
+  documented nnx signature): first with nnx.Rngs(0) to see what it returns, then, at initialisation,
+  with `rngs=nnx.Rngs(key)` so that the weights come from experiment.seed like every other model's.
 
 `check_per_example(module, input_shape)` refuses, with one line each, what breaks the per-example
 gradient that DP-SGD clips: a collection other than the parameters (linen's `batch_stats`, nnx's
@@ -35,21 +38,25 @@ PROBE_ROWS = 4
 
 
 def create_plugin(path: str, num_classes: int, *, width: int = 0, depth: int = 0, norm_order: str = "conv_gn_relu",
-                  options: dict | None = None):
-    """The module the factory at `path` returns (linen as is, nnx wrapped in NnxModel); UsageError otherwise."""
+                  options: dict | None = None, input_shape=None):
+    """The module the factory at `path` returns (linen as is, nnx wrapped in NnxModel); UsageError otherwise.
+    input_shape: one example's shape, passed to a factory that takes it."""
     import flax.linen as nn
 
     factory = resolve(path, "model.name")
+    takes = _parameters(factory)
     kwargs = dict(options or {})
     kwargs.update({k: v for k, v in (("width", width), ("depth", depth)) if v})
     if norm_order != "conv_gn_relu":
         kwargs["norm_order"] = norm_order
-    module = _call(factory, path, num_classes, kwargs, {})
+    if input_shape is not None and "input_shape" in takes:
+        kwargs["input_shape"] = tuple(int(d) for d in input_shape)
+    nnx = _nnx()
+    takes_rngs = nnx is not None and "rngs" in takes
+    module = _call(factory, path, num_classes, kwargs, {"rngs": nnx.Rngs(0)} if takes_rngs else {})
     if isinstance(module, nn.Module):
         return module
-    nnx = _nnx()
     if nnx is not None and isinstance(module, nnx.Module):
-        takes_rngs = "rngs" in _parameters(factory)
         return NnxModel(factory, path, num_classes, kwargs, module, takes_rngs)
     raise UsageError(f"model.name = {path!r} returned a {type(module).__name__}; the factory must return a flax "
                      "module (flax.linen.Module or flax.nnx.Module)")

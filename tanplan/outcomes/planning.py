@@ -50,6 +50,7 @@ class PlanResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         out = self.plan.to_dict(self.accountants)
+        out["epochs"] = self.plan.steps * self.plan.batch_size / self.plan.dataset_size  # passes, in expectation
         out["regime_text"], out["advice"] = self.regime_text, list(self.advice)
         if self.dataset_sizes is not None:
             out["dataset_sizes"] = [p.to_dict(self.accountants) for p in self.dataset_sizes]

@@ -36,6 +36,17 @@ class Pruning(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Init(Result):
+    """Where a run's initial weights came from ([init]; public) and which parameters it trained."""
+
+    source: str  # init.path or init.loader, as configured ("" for experiment.seed's draw)
+    digest: str | None  # blake2b of the source's paths, shapes, dtypes and bytes (tanplan.models.init)
+    reinitialised: tuple[str, ...]  # head parameters re-initialised from experiment.seed
+    trainable_parameters: int  # scalars that trained
+    frozen_parameters: int  # scalars kept at their initial values, bit for bit
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSummary(Result):
     # what the run reached (on the held-out test set; EMA weights when the EMA is on)
     test_accuracy: float | None
@@ -91,6 +102,8 @@ class RunSummary(Result):
     # its outputs are not a private release; absent from every other summary.json
     audit_canaries: int | None = optional()
     private_release: bool | None = optional()
+    # a run started from [init]'s weights or with frozen parameters; absent from every other summary.json
+    init: Init | None = optional()
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(RunSummary) if not f.metadata.get("omit_none"))

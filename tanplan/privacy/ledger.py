@@ -71,6 +71,9 @@ class Ledger:
     neighbouring: str = "add_remove"  # the relation of record
     proxy: bool = False  # a proxy's ledger: its own figure (`record()`) is RDP, add/remove-one
     pld_interval: float | None = None  # the PLD grid of every figure (None: each composition's own pld_grid)
+    # public inputs the releases start from, at no privacy cost: {"init": {"source", "digest"}} for a run
+    # from [init]'s weights (public data only; absent otherwise)
+    public: dict | None = None
 
     @property
     def steps(self) -> int:
@@ -157,6 +160,8 @@ class Ledger:
                "epsilon_neighbouring": neighbouring, "epsilon_rdp": self.epsilon("rdp"), "private": self.private,
                "proxy": self.proxy, "pld_interval": self.pld_interval,
                "releases": [{**asdict(r), "steps": r.steps} for r in self.releases]}
+        if self.public:
+            out["public"] = self.public
         if with_pld:
             out.update(self.pld_figures())
         return out
@@ -165,7 +170,8 @@ class Ledger:
     def from_dict(cls, d: dict) -> "Ledger":
         releases = [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in d.get("releases", [])]
         return cls(releases, d.get("budget_epsilon"), d.get("delta"), d.get("accountant", "pld"),
-                   d.get("neighbouring", "add_remove"), bool(d.get("proxy", False)), d.get("pld_interval"))
+                   d.get("neighbouring", "add_remove"), bool(d.get("proxy", False)), d.get("pld_interval"),
+                   d.get("public"))
 
 
 def read_ledger(path) -> Ledger:

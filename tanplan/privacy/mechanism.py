@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tanplan.config import train_steps
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting, snip_budget
 from tanplan.privacy.plan import Plan, check_delta_below_one_over_n, default_delta, plan_from_config
@@ -94,10 +95,11 @@ def target_plan(cfg, dataset_size: int) -> tuple[Plan, float]:
     privacy, train = cfg.privacy, cfg.train
     delta = privacy.delta or default_delta(dataset_size)
     given = float(privacy.sigma) if privacy.sigma > 0 else None
-    budget = snip_budget.split_budget(train.batch_size / dataset_size, int(train.steps), float(privacy.epsilon),
+    budget = snip_budget.split_budget(train.batch_size / dataset_size, train_steps(train, dataset_size),
+                                      float(privacy.epsilon),
                                       delta, cfg.pruning.snip_budget_share, privacy.accountant, sigma_train=given,
                                       neighbouring=privacy.neighbouring)
-    plan = Plan(dataset_size, int(train.batch_size), int(train.steps), budget.sigma_train, delta,
+    plan = Plan(dataset_size, int(train.batch_size), train_steps(train, dataset_size), budget.sigma_train, delta,
                 float(privacy.epsilon), privacy.accountant, privacy.neighbouring)
     return plan, budget.sigma_snip
 
@@ -114,7 +116,8 @@ def resolve_plan(cfg, dataset_size: int) -> RunPlan:
         batch = t.proxy_batch_size or t.batch_size
         if batch > dataset_size:
             raise UsageError(f"train.batch_size = {batch} is not allowed: must be <= the dataset size {dataset_size}")
-        return RunPlan(dataset_size, batch, t.steps, 0.0, None, private=False, clip_norm=cfg.privacy.clip_norm)
+        return RunPlan(dataset_size, batch, train_steps(t, dataset_size), 0.0, None, private=False,
+                       clip_norm=cfg.privacy.clip_norm)
     if cfg.privacy.delta:
         check_delta_below_one_over_n(cfg.privacy.delta, dataset_size, cfg.privacy.allow_large_delta)
     target, snip_sigma = target_plan(cfg, dataset_size)

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from tanplan.config import train_steps
 from tanplan.privacy import accounting, tan
 from tanplan.errors import UsageError
 
@@ -169,12 +170,13 @@ def plan_from_config(cfg, dataset_size: int) -> Plan:
     """
     privacy, train = cfg.privacy, cfg.train
     delta = privacy.delta or default_delta(dataset_size)
+    steps = train_steps(train, dataset_size)  # train.steps, or ceil(epochs·N/B)
     if privacy.sigma and privacy.sigma > 0:
-        return Plan(dataset_size, int(train.batch_size), int(train.steps), float(privacy.sigma), delta,
+        return Plan(dataset_size, int(train.batch_size), steps, float(privacy.sigma), delta,
                     privacy.epsilon or None, privacy.accountant, privacy.neighbouring)
     if not privacy.epsilon:
         raise UsageError("the [privacy] section needs sigma > 0 or a target epsilon > 0")
-    return Plan.from_budget(dataset_size, int(train.batch_size), int(train.steps), float(privacy.epsilon), delta,
+    return Plan.from_budget(dataset_size, int(train.batch_size), steps, float(privacy.epsilon), delta,
                             privacy.accountant, privacy.neighbouring)
 
 

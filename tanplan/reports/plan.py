@@ -154,6 +154,7 @@ def summary_rows(plan, accountants) -> list[tuple[str, str]]:
         ("dataset size N", f"{plan.dataset_size:,}"),
         ("batch size B", f"{plan.batch_size:,}"),
         ("steps S", f"{plan.steps:,}"),
+        ("epochs S·B/N", f"{plan.steps * plan.batch_size / plan.dataset_size:.4g}"),
         ("noise σ" + (" (calibrated)" if plan.target_epsilon else ""), f"{plan.sigma:.4g}"),
         ("δ", f"{plan.delta:.3g}"),
         ("sampling rate q", f"{plan.q:.4g}"),

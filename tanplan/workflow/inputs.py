@@ -37,7 +37,8 @@ def check_inputs(cfg: Config) -> None:
     task.from_config(cfg)  # the [task] import paths
     _check_data_path(d.dataset, d.path)
     kind = dataset_kind(d.dataset, d.path or None, d.options)
-    create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
+    if not is_import_path(m.name):  # a plug-in is built below, with the data's input shape (its factory may need it)
+        create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
     if is_import_path(m.name) or cfg.task.loss or cfg.task.metric:
         from tanplan.engine.setup import build_model, load_data  # lazy: JAX; the API (the planner's) imports this module
 

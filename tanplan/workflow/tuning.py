@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tanplan.config import Config
+from tanplan.config import Config, train_steps
 from tanplan.data.dataset import row_digests, source_digests
 from tanplan.data.source import read_rows
 from tanplan.errors import UsageError
@@ -168,6 +168,10 @@ def for_config(cfg: Config, private=None) -> Tuning:
 
     check(cfg)
     private = private if private is not None else load_data(cfg)
+    if cfg.train.epochs:  # the proxies' stages read train.steps: S must be given as such to them
+        raise UsageError(f"train.epochs = {cfg.train.epochs:g} is read by train and launch only; the proxies' stages "
+                         f"need train.steps: set train.steps = {train_steps(cfg.train, private.num_train)} (the same S "
+                         f"on these {private.num_train} examples)")
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train

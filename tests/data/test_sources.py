@@ -57,14 +57,20 @@ def test_metadata_comes_from_declarations_or_the_test_set_never_the_training_row
 @pytest.mark.parametrize("train, test, message", [
     (object(), ArraySource(np.zeros((2, 3, 1)), np.zeros(2, int)), "needs __len__ and __getitem__"),
     (ArraySource(np.zeros((0, 3, 1)), np.zeros(0, int)), ArraySource(np.zeros((2, 3, 1)), np.zeros(2, int)), "empty"),
-    (ArraySource(np.zeros((2, 3)), np.zeros(2, int)), ArraySource(np.zeros((2, 3)), np.zeros(2, int)),
-     "expected \\(length, channels\\)"),
+    (ArraySource(np.zeros((2, 3, 1, 1, 1)), np.zeros(2, int)), ArraySource(np.zeros((2, 3, 1, 1, 1)), np.zeros(2, int)),
+     "expected \\(features,\\), \\(length, channels\\)"),
     (ArraySource(np.zeros((2, 3, 1)), np.zeros(2, int)), ArraySource(np.zeros((2, 3, 1)), np.zeros(2, int)),
      "at least 2"),
 ])
 def test_a_source_that_breaks_the_protocol_is_one_line(train, test, message):
     with pytest.raises(UsageError, match=message):
         describe("toy", train, test)
+
+
+def test_flat_feature_rows_are_a_source_of_their_own_kind():
+    flat = describe("toy", ArraySource(np.zeros((4, 3), np.float32), np.arange(4) % 2),
+                    ArraySource(np.zeros((2, 3), np.float32), np.array([0, 1])))
+    assert (flat.input_shape, flat.data_kind) == ((3,), "flat")  # (d,) rows as given: no channel axis added
 
 
 def test_train_examples_keeps_a_prefix_of_a_source_without_reading_it():

@@ -1,0 +1,74 @@
+"""Which parameters train ([init] trainable / frozen / frozen_blocks): the set of "/"-joined paths that
+tanplan.dp.partition hands the mechanism. Patterns are tanplan.models.paths's (glob, or regex after "re:").
+
+frozen_blocks = k (Kurakin et al.'s "frozen block groups"): the stem and the first k block groups of
+resnet18_gn (its stages) and wrn16_4 (its three groups), the stem and the first k encoder blocks of
+vit_tiny; k = all of them freezes everything but the head.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+from tanplan.models import MODELS
+from tanplan.models.paths import matches, paths
+from tanplan.models.resnet import STAGES as RESNET_STAGES
+
+BLOCK_MODELS = ("resnet18_gn", "wrn16_4", "vit_tiny")
+
+
+def _groups(name: str, depth: int) -> list[tuple[str, ...]]:
+    """The top-level module prefixes of each block group, the stem first; the head excluded."""
+    if name == "resnet18_gn":
+        stem, sizes, block = ("Conv_0", "GroupNorm_0"), RESNET_STAGES[depth], "BasicBlock"
+        tail = ()
+    elif name == "wrn16_4":
+        stem, sizes, block = ("Conv_0",), [(depth - 4) // 6] * 3, "WRNBlock"
+        tail = ("NormAct_0",)
+    else:  # vit_tiny: every encoder block its own group
+        stem, sizes, block = ("patch_embed", "cls_token", "pos_embed"), [1] * depth, "EncoderBlock"
+        tail = ("LayerNorm_0",)
+    groups, start = [], 0
+    for size in sizes:
+        groups.append(tuple(f"{block}_{i}" for i in range(start, start + size)))
+        start += size
+    groups[0] = stem + groups[0]
+    groups[-1] = groups[-1] + tail
+    return groups
+
+
+def block_patterns(cfg: Config) -> tuple[str, ...]:
+    """The patterns of init.frozen_blocks (none when 0); UsageError for another model or too many blocks."""
+    k, m = cfg.init.frozen_blocks, cfg.model
+    if k == 0:
+        return ()
+    if m.name not in BLOCK_MODELS:
+        raise UsageError(f"init.frozen_blocks = {k} is not allowed for model {m.name!r}: it applies to "
+                         f"{', '.join(BLOCK_MODELS)}; name the parameters in init.frozen instead")
+    groups = _groups(m.name, m.depth or MODELS[m.name].depth)
+    if k > len(groups):
+        raise UsageError(f"init.frozen_blocks = {k} is not allowed for {m.name}: it has {len(groups)} block groups")
+    return tuple(re.escape(name) for group in groups[:k] for name in group)
+
+
+def trainable_paths(cfg: Config, params) -> frozenset[str] | None:
+    """The trainable parameters' paths; None when every parameter trains. UsageError for a pattern that
+    names no parameter, or when nothing is left to train."""
+    init = cfg.init
+    every = paths(params)
+    frozen_patterns = tuple(init.frozen) + tuple(f"re:{p}" for p in block_patterns(cfg))
+    if not init.trainable and not frozen_patterns:
+        return None
+    for key, patterns in (("trainable", init.trainable), ("frozen", init.frozen)):
+        for pattern in patterns:
+            if not any(matches(pattern, p) for p in every):
+                raise UsageError(f"init.{key} pattern {pattern!r} names no parameter; the model's are e.g. "
+                                 f"{', '.join(every[:4])}")
+    chosen = [p for p in every if not init.trainable or any(matches(t, p) for t in init.trainable)]
+    kept = frozenset(p for p in chosen if not any(matches(f, p) for f in frozen_patterns))
+    if not kept:
+        raise UsageError("init: every parameter is frozen ([init] trainable / frozen / frozen_blocks): nothing "
+                         "would train")
+    return None if len(kept) == len(every) else kept

@@ -1,0 +1,147 @@
+"""Initial weights from public data ([init]): read a checkpoint or call a loader, and lay its arrays on
+the model's parameters by path.
+
+Sources (init.path / init.loader):
+    a tanplan run folder   its released model, <folder>/model/params.npz (or the model/ folder itself)
+    file.npz               arrays under "/"-joined parameter paths ("Dense_0/kernel"), as tanplan releases them
+    file.msgpack           flax.serialization bytes of a params pytree
+    an orbax folder        a PyTree checkpoint (orbax.checkpoint)
+    "pkg.mod:load_params"  a function called with no argument that returns the params pytree
+A tree whose only top-level key is "params" (flax's variables) is read as its params.
+
+Every parameter of the model takes the init's array at its path, with the same shape; a parameter the init
+lacks, an init array the model lacks, or a shape that differs is refused (UsageError, one line naming the
+path and both shapes), except for the head (init.head patterns; by default the last top-level Dense of a
+built-in model), which keeps the model's own fresh initialisation (experiment.seed) when the class count
+differs. The init is public: its digest (`InitWeights.digest`, of every path, shape, dtype and byte of the
+source) binds the run's identity and is stated in summary.json and ledger.json; nothing here reads private data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import flax.serialization
+import numpy as np
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+from tanplan.models.paths import flat_params, like, matches
+from tanplan.plugins import is_import_path, resolve
+
+
+@dataclass(frozen=True)
+class InitWeights:
+    """The initial parameters laid on the model, and what they came from."""
+
+    params: Any
+    source: str  # init.path or init.loader, as configured
+    digest: str  # blake2b of the source's paths, shapes, dtypes and bytes
+    reinitialised: tuple[str, ...]  # head parameters left at the fresh initialisation
+
+
+def default_head(model_name: str, params) -> tuple[str, ...]:
+    """The head of a built-in model: its last top-level Dense (every built-in model ends with one); none
+    for a plugged-in model (init.head names it)."""
+    if is_import_path(model_name):
+        return ()
+    dense = sorted((int(m.group(1)), k) for k in params if (m := re.fullmatch(r"Dense_(\d+)", k)))
+    return (dense[-1][1],) if dense else ()
+
+
+def read_source(cfg: Config) -> tuple[dict[str, np.ndarray], str]:
+    """({"/"-joined path: array}, source text) of [init]; UsageError when it cannot be read."""
+    init = cfg.init
+    if init.loader:
+        tree = resolve(init.loader, "init.loader")()
+        return _flat_tree(tree, init.loader), init.loader
+    path = Path(init.path)
+    if not path.exists():
+        raise UsageError(f"init.path = {init.path!r} does not exist: give a run folder, a .npz, a .msgpack or an "
+                         "orbax checkpoint folder")
+    for folder in (path / "model", path):
+        if (folder / "params.npz").is_file():
+            return _read_npz(folder / "params.npz"), init.path
+    if path.is_file() and path.suffix == ".npz":
+        return _read_npz(path), init.path
+    if path.is_file() and path.suffix == ".msgpack":
+        try:
+            tree = flax.serialization.msgpack_restore(path.read_bytes())
+        except Exception as err:  # noqa: BLE001 - a foreign file: one line, whatever msgpack raised
+            raise UsageError(f"init.path = {init.path!r} is not a flax msgpack of params: {err}") from None
+        return _flat_tree(tree, init.path), init.path
+    if path.is_dir():
+        return _flat_tree(_read_orbax(path, init.path), init.path), init.path
+    raise UsageError(f"init.path = {init.path!r} is not allowed: use a run folder, a .npz, a .msgpack or an orbax "
+                     "checkpoint folder")
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: np.asarray(f[k]) for k in f.files}
+    except (OSError, ValueError) as err:
+        raise UsageError(f"init.path: {str(path)!r} is not a readable .npz of arrays: {err}") from None
+
+
+def _read_orbax(path: Path, text: str):
+    import orbax.checkpoint as ocp  # lazy: orbax is heavy and only this source needs it
+
+    try:
+        return ocp.PyTreeCheckpointer().restore(str(path.resolve()))
+    except Exception as err:  # noqa: BLE001 - a foreign folder: one line, whatever orbax raised
+        raise UsageError(f"init.path = {text!r} is neither a run folder nor an orbax checkpoint: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+
+
+def _flat_tree(tree, source: str) -> dict[str, np.ndarray]:
+    if isinstance(tree, dict) and set(tree) == {"params"}:
+        tree = tree["params"]
+    if not isinstance(tree, dict) or not tree:
+        raise UsageError(f"init: {source!r} gave {type(tree).__name__}, not a non-empty params tree (nested dicts of "
+                         "arrays)")
+    return flat_params(tree)
+
+
+def digest_of(flat: dict[str, np.ndarray]) -> str:
+    """blake2b (128 bits) of every path, shape, dtype and byte, in path order."""
+    h = hashlib.blake2b(digest_size=16)
+    for key in sorted(flat):
+        a = np.ascontiguousarray(flat[key])
+        h.update(f"{key}|{a.dtype}|{a.shape}|".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+def load_init(cfg: Config, params, read: tuple[dict, str] | None = None) -> InitWeights | None:
+    """params (the model's fresh initialisation) overlaid with [init]'s weights (`read`: read_source's,
+    read again when not given); None without [init]. UsageError (one line) for a missing path, an extra
+    one, or a shape mismatch outside the head."""
+    if not (cfg.init.path or cfg.init.loader):
+        return None
+    source, text = read or read_source(cfg)
+    mine = flat_params(params)
+    head = tuple(cfg.init.head) or default_head(cfg.model.name, params)
+    is_head = lambda key: any(matches(p, key) for p in head)  # noqa: E731
+    reinit = []
+    for key, fresh in mine.items():
+        got = source.get(key)
+        if got is not None and got.shape == fresh.shape:
+            continue
+        if is_head(key):
+            reinit.append(key)
+            continue
+        if got is None:
+            raise UsageError(f"init: parameter {key} (shape {fresh.shape}) is missing from {text!r}")
+        raise UsageError(f"init: parameter {key} has shape {got.shape} in {text!r}, the model's is {fresh.shape} "
+                         "(name it in init.head to re-initialise it)")
+    extra = sorted(k for k in source if k not in mine and not is_head(k))
+    if extra:
+        raise UsageError(f"init: {text!r} holds {extra[0]} (shape {source[extra[0]].shape}), which the model has "
+                         f"no parameter for ({len(extra)} such)")
+    laid = {k: (v if k in reinit else np.asarray(source[k], dtype=v.dtype)) for k, v in mine.items()}
+    return InitWeights(like(params, laid), text, digest_of(source), tuple(reinit))

@@ -1,0 +1,30 @@
+"""`tanplan pretrain`: the config's model trained, without privacy, on the config's PUBLIC data (the
+public tuning set of tanplan.workflow.tuning: [tuning] path, or for mnist1d an independent draw), into a
+run folder whose released model [init] path reads (docs/finetune.md).
+
+Nothing private is read for training: the public set is checked against the private one first (same task,
+no shared example: tuning.check_public_set), so the weights it writes are public and a fine-tuning run's
+guarantee covers its private set alone. [init] and the privacy settings of the config are left out of the
+pretraining run (it starts from experiment.seed's draw and trains every parameter, with no noise)."""
+
+from __future__ import annotations
+
+from tanplan.config import Config
+from tanplan.errors import UsageError
+from tanplan.workflow import tuning
+
+
+def pretrain_config(cfg: Config) -> Config:
+    """The non-private config of cfg's model on cfg's public data; UsageError when there is none."""
+    if cfg.tuning.data == "private":
+        raise UsageError("tanplan pretrain trains on public data: tuning.data = 'private' names none; set "
+                         "tuning.data = 'public' (with tuning.path, or the mnist1d public draw)")
+    tuning.check(cfg.with_overrides({"privacy.private": True}))  # a public set must exist, and not be data.path
+    return cfg.with_overrides({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
+                               "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
+                               "init.frozen": (), "init.frozen_blocks": 0, "train.proxy_batch_size": 0})
+
+
+def check_public(cfg: Config, load) -> None:
+    """The public set against the private one (tuning.check_public_set): same task, no shared example."""
+    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg))
