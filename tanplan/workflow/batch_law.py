@@ -63,6 +63,12 @@ MIN_WINDOW = 3  # rungs a law is fitted on when it has a choice: two for its coe
 HELD_OUT_FROM = 2  # rungs below the first held-out one: the third rung of a window and up are predicted
 SHRINK_DOF = 4  # a rung's variance is shrunk toward the pooled one as if the pool had this many more seeds
 SPREAD_ALPHA = 0.05  # the part of the seeds' variance that falls with B' (v1) is kept when significant here
+# Where no rung is held out (two rungs: an explicit list, or a ladder that fits no third), misspecification
+# cannot be measured and the interval carries this std instead: the root mean square distance between the
+# knee law's two-rung prediction (the top rung's mean) and the launches' mean over the 14 pairs of adjacent
+# rungs (16 and 32 up to 256 and 512) of the three calibration pools, 1.4 points, rounded up
+# (docs/calibration.md, "Two rungs"). It includes the rung's and the launches' own seed noise: conservative.
+UNMEASURED_MISSPECIFICATION_STD = 0.015
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -419,6 +425,7 @@ class Prediction:
     var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
     var_misspecification: float  # the forward held-out error beyond seed noise
     var_test_sets: float  # NOT in the interval: proxies and launch evaluated on different test sets (binomial)
+    misspecification_measured: bool = True  # False: no rung held out, the stated UNMEASURED_MISSPECIFICATION_STD
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
     candidates: tuple[LawCandidate, ...] = field(default=())
@@ -456,7 +463,8 @@ class Prediction:
             test_sets_std=math.sqrt(self.var_test_sets),
             held_out=HeldOutErrors(batch_sizes=chosen.held.batch_sizes, errors=chosen.held.errors,
                                    excess=chosen.held.excess),
-            candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size)
+            candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size,
+            misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD)
 
 
 def forms_of(law: str) -> tuple[str, ...]:
@@ -511,12 +519,14 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
     chosen = choose(cands)
     mean = chosen.law.mean(target_batch_size)
     var_launch = chosen.spread.at(target_batch_size)
-    dof = interval_dof(chosen.var_mean, var_launch + chosen.held.excess, chosen.spread, target_batch_size)
+    measured = bool(chosen.held.errors)
+    var_mis = chosen.held.excess if measured else UNMEASURED_MISSPECIFICATION_STD**2
+    dof = interval_dof(chosen.var_mean, var_launch + var_mis, chosen.spread, target_batch_size)
     quantile = float(stats.t.ppf(0.5 + level / 2, dof))
     return Prediction(target_batch_size=target_batch_size, chosen=chosen, mean=mean, var_mean=chosen.var_mean,
-                      var_launch=var_launch, var_misspecification=chosen.held.excess,
+                      var_launch=var_launch, var_misspecification=var_mis,
                       var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
-                      candidates=tuple(cands))
+                      candidates=tuple(cands), misspecification_measured=measured)
 
 
 def interval_dof(var_mean: float, var_rest: float, spread: Spread, b: float) -> float:
@@ -536,19 +546,36 @@ def interval_dof(var_mean: float, var_rest: float, spread: Spread, b: float) -> 
     return float(min(max(total, 1.0), seeds))
 
 
-def verdict(prediction: Prediction) -> tuple[str, str] | None:
-    """None when the prediction can be launched on; else (why not, what to change)."""
+def rung_to_add(prediction: Prediction) -> int | None:
+    """The next doubling above the law's largest rung, below the target (None when there is none)."""
+    top = 2 * max(prediction.law.window)
+    return top if top < prediction.target_batch_size else None
+
+
+def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, str] | None:
+    """None when the prediction can be launched on; else (why not, what to change). max_half_width (> 0): an
+    interval for one launch wider than this (accuracy) is a refusal too: it would tell the user nothing."""
     low, high = prediction.interval
     where = f"over B' = {', '.join(map(str, prediction.law.window))} for B = {prediction.target_batch_size}"
+    add = rung_to_add(prediction)
+    more = f"add the rung B' = {add} (fit.batch_sizes)" if add is not None else "train more seeds a rung"
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"the interval {where} is unbounded", "train more seeds or more rungs"
     if not 0.0 <= prediction.mean <= 1.0 or low < 0.0 or high > 1.0:
         return (f"the batch law does not hold {where}: its interval for one launch, [{low:.3f}, {high:.3f}], "
                 "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction so the ladder climbs further")
+    if max_half_width > 0 and prediction.half_width > max_half_width:
+        unmeasured = ("" if prediction.misspecification_measured else
+                      f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
+                      "term: no rung was held out")
+        return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
+                f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}",
+                f"{more}, or raise fit.max_proxy_fraction so the ladder climbs further, or raise "
+                "fit.max_half_width")
     return None
 
 
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
-           "held_out", "LawCandidate", "window_of", "candidate", "launch_spread", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict",
+           "held_out", "LawCandidate", "window_of", "candidate", "launch_spread", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
            "verdict"]

@@ -65,6 +65,7 @@ class Budget:
     per_step: float  # Σ B' over the ladder's runs, at the target's S
     law_share: float  # stop once the law's part is ≤ law_share × one launch's spread
     precision: float = 0.0  # the half-width wanted (accuracy); 0: no precision target and no marginal rule
+    max_half_width: float = 0.0  # a wider interval is a refusal (accuracy); 0: no such refusal
 
     @property
     def sizes(self) -> list[int]:
@@ -87,7 +88,7 @@ class Budget:
 def budget_of(cfg: Config) -> Budget:
     f, target = cfg.fit, cfg.train.batch_size
     return Budget(f.ladder_start, target, f.ladder_seeds, max(f.max_proxy_fraction * target, f.min_proxy_budget),
-                  f.law_share, f.precision / 100)
+                  f.law_share, f.precision / 100, f.max_half_width / 100)
 
 
 def spent(rungs: Sequence[Rung]) -> int:
@@ -242,7 +243,7 @@ class LadderOutcome:
         if self.prediction is None:
             return (f"the ladder trained {len(self.rungs)} rung(s) within its budget; the law needs {MIN_WINDOW}",
                     "raise fit.max_proxy_fraction or fit.min_proxy_budget, or lower fit.ladder_start")
-        return verdict(self.prediction)
+        return verdict(self.prediction, self.budget.max_half_width)
 
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
@@ -353,7 +354,8 @@ def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     if found.prediction is None:
         return FitResult(ladder=summary)
     rows = [p for p in found.points if p.source == "ladder"]
-    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes)
+    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes,
+                      max_half_width=cfg.fit.max_half_width / 100)
     if out is not None:
         write_fit_report(result, out)
     return dataclasses.replace(result, ladder=summary)
