@@ -408,9 +408,6 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         proxy_b = proxy_batch_size or min(sizes)
     tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
     proxies = tune.proxy_cfg
-    if vary == "batch":  # the cost, before any of it is spent
-        for line in costs.compute_lines(costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])):
-            log(line)
     if cfg.privacy.private and tune.data == "private":  # exit 3 before any run when over the total budget
         n = tune.private_size
         if vary == "batch":
@@ -426,6 +423,9 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
     else:
         planned = {}
+    if vary == "batch":  # every input checked: the cost, before any of it is spent
+        for line in costs.compute_lines(costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])):
+            log(line)
     if vary == "data":
         result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)
     elif vary == "steps":

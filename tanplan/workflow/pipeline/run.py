@@ -43,8 +43,6 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                     baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
     check_resume(out, record, resume)
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
-    for line in compute_lines(run_compute(cfg, sweep_b, trials)):  # the cost, before any of it is spent
-        log(line)
     progress = Progress(baselines, log)
     dataset = load_data(cfg)  # the private set, loaded once
     plan = launch_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
@@ -53,6 +51,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
     test_sizes = eval_sets(tune, dataset)
     spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
+    for line in compute_lines(run_compute(cfg, sweep_b, trials)):  # every input checked: the cost, before it is spent
+        log(line)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / RUN_FILE, record.to_dict())
     plan_stage(cfg, plan, out, progress)
