@@ -208,7 +208,7 @@ class FitConfig:
                                "the ladder stops once it is reached, or when its next run would narrow the interval "
                                "by a smaller fraction than its cost's fraction of the target's compute; 0 = climb "
                                "until fit.law_share or the budget stops it", lo=0)
-    max_half_width: float = setting(6.0, "an interval for one launch wider than this (accuracy points) is not "
+    max_half_width: float = setting(8.0, "an interval for one launch wider than this (accuracy points) is not "
                                     "launched on (exit 4, what to change) unless --launch-anyway", lo=0,
                                     lo_open=True)
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",

@@ -125,7 +125,7 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
     if law_is_narrow(prediction, budget.law_share) or precise_enough(prediction, budget):
         return None
     fits = climb is not None and budget.seeds * climb <= left
-    if budget.precision > 0 and plateau_tested(prediction):  # until then: climb, to see the plateau
+    if marginal(prediction, budget):  # until then: climb, to see the plateau or narrow a refused interval
         return paying_step(rungs, prediction, budget, climb if fits else None, left)
     if fits:
         return LadderStep(batch_size=climb, seeds=budget.seeds,
@@ -142,6 +142,13 @@ def plateau_tested(prediction: Prediction) -> bool:
     the rungs below it (a plateau seen); for the other forms, any held-out rung."""
     held, law = prediction.chosen.held, prediction.law
     return any(b > law.knee for b in held.batch_sizes) if law.knee is not None else bool(held.errors)
+
+
+def marginal(prediction: Prediction, budget: Budget) -> bool:
+    """The marginal rule applies: a precision is set, the plateau was held out, and the interval is no wider
+    than fit.max_half_width (a wider one would be refused: the budget left is better spent narrowing it)."""
+    acceptable = budget.max_half_width <= 0 or prediction.half_width <= budget.max_half_width
+    return budget.precision > 0 and plateau_tested(prediction) and acceptable
 
 
 def precise_enough(prediction: Prediction, budget: Budget) -> bool:
@@ -411,7 +418,7 @@ def why_stopped(outcome: LadderOutcome) -> str:
     left = budget.per_step - spent(outcome.rungs)
     climb = next((b for b in budget.sizes if b not in {r.batch_size for r in outcome.rungs}), None)
     fits = climb is not None and budget.seeds * climb <= left
-    if budget.precision > 0 and plateau_tested(p) and (fits or best_seed(outcome.rungs, p, left) is not None):
+    if marginal(p, budget) and (fits or best_seed(outcome.rungs, p, left) is not None):
         return "the next run would narrow the interval by less than its cost (a fraction of the target's compute)"
     return "the budget is spent"
 
@@ -437,5 +444,5 @@ def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], Proxy
 
 
 __all__ = ["LADDER_FILE", "Budget", "budget_of", "spent", "law_is_narrow", "next_step", "best_seed",
-           "plateau_tested", "precise_enough", "paying_step", "expected_half_width", "why_stopped",
+           "plateau_tested", "marginal", "precise_enough", "paying_step", "expected_half_width", "why_stopped",
            "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]
