@@ -352,6 +352,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     trials train on the [tuning] data (public by default). Arguments left None take the [sweep] section's
     values. Raises KeyboardInterrupt when interrupted (finished trials are kept: resume=True continues)."""
     from tanplan.workflow.sweep.search import check_address, check_proxy, prepare, run_sweep  # lazy: JAX, Ray
+    from tanplan.workflow.pipeline import costs  # lazy: JAX (the ladder's module), as search
 
     if top_k is not None and top_k < 0:
         raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
@@ -371,6 +372,9 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
                                          spec.top_k, spec.seeds)
         total_budget.check(total_budget.of_config(cfg, tune.private_size, parts), cfg)
     t, p = spec.target, spec.proxy
+    for line in costs.compute_lines(costs.planned_compute(cfg, [costs.sweep_cost(cfg, p.batch_size, spec.trials,
+                                                                                 spec.top_k, spec.seeds)])):
+        log(line)
     log(f"tanplan sweep: target B={t.batch_size} σ={_g(t.sigma)} S={t.steps}  ->  proxy "
         f"B'={p.batch_size} σ'={_g(p.sigma)}  ({t.batch_size / p.batch_size:.3g}x cheaper), "
         f"{spec.trials} trials over {', '.join(d.name for d in spec.dims)}; proxies learn on {tune.source}")
@@ -397,6 +401,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     best: a sweep's best.json whose configuration is trained. None takes the [fit] section's value."""
     from tanplan.workflow import fit as fit_stage  # lazy: JAX (the engine); this module is the planner's API
     from tanplan.workflow import ladder  # lazy: JAX, as fit
+    from tanplan.workflow.pipeline import costs  # lazy: JAX, as fit
 
     if vary not in ("batch", "steps", "data"):
         raise UsageError(f"vary {vary!r} is not allowed: use batch, steps or data")
@@ -436,6 +441,9 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
     else:
         planned = {}
+    if vary == "batch":  # every input checked: the cost, before any of it is spent
+        for line in costs.compute_lines(costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])):
+            log(line)
     if vary == "data":
         result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)
     elif vary == "steps":
@@ -445,7 +453,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         result = ladder.ladder_fit(proxies.with_overrides({"fit.law": law or section.law}), out, log=log)
     else:
         result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
-                                         log=log)
+                                         log=log, max_half_width=section.max_half_width / 100)
         fit_report.write_fit_report(result, out)
     spent = _report_spent(out, tune, log)
     # and the bound on the total checked before any run (private tuning data)

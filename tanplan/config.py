@@ -229,6 +229,13 @@ class FitConfig:
     law_share: float = setting(0.3, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "
                                "B and its misspecification) is within this fraction of one launch's spread",
                                lo=0, lo_open=True)
+    precision: float = setting(2.0, "auto: the half-width (accuracy points) wanted of the interval for one launch; "
+                               "the ladder stops once it is reached, or when its next run would narrow the interval "
+                               "by a smaller fraction than its cost's fraction of the target's compute; 0 = climb "
+                               "until fit.law_share or the budget stops it", lo=0)
+    max_half_width: float = setting(8.0, "an interval for one launch wider than this (accuracy points) is not "
+                                    "launched on (exit 4, what to change) unless --launch-anyway", lo=0,
+                                    lo_open=True)
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)

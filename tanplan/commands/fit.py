@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tanplan import api
 from tanplan.commands._args import float_list, int_list, positive_int, print_json, print_table
+from tanplan.errors import NotLaunched
 from tanplan.reports import fit as fit_report
 
 HELP = "fit the batch law over proxy batch sizes and predict one launch at the target (or search S at constant η)"
@@ -31,6 +32,8 @@ def configure(parser) -> None:
     parser.add_argument("--law", choices=("knee", "noise", "flat", "log-linear", "auto"), help="the form of the batch "
                         "law: a rise to a knee then a plateau, a + c/B', a, a + b·ln B', or auto (knee or noise by "
                         "held-out error; default [fit] law)")
+    parser.add_argument("--launch-anyway", action="store_true", help="exit 0 even when the verdict says the law "
+                        "cannot be launched on (an interval wider than fit.max_half_width, or outside [0, 1])")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--json", action="store_true")
 
@@ -42,6 +45,7 @@ def execute(args) -> int:
                      law=args.law, log=(lambda *a, **k: None) if args.json else print)
     if args.json:
         print_json(result.to_dict())
+        _refuse(result, args)
         return 0
     if args.vary == "data":
         print_table([(f"N={m.dataset_size:,}", f"ε RDP {m.eps_rdp:.3g} (ε_TAN {m.eps_tan:.3g}), δ {m.delta:.2g}, "
@@ -58,4 +62,12 @@ def execute(args) -> int:
     else:
         print(fit_report.fit_markdown(result))
         print(f"figure: {args.out}/scaling_law.png")
+    _refuse(result, args)
     return 0
+
+
+def _refuse(result, args) -> None:
+    """Exit 4 (NotLaunched) when the law's verdict says a launch should not go on it, unless --launch-anyway."""
+    if args.vary == "batch" and result.law is not None and not result.law_holds and not args.launch_anyway:
+        raise NotLaunched(f"not to be launched on: {result.verdict}; {result.what_to_change} (or --launch-anyway); "
+                          f"report {args.out}/fit.md")

@@ -30,10 +30,14 @@ def configure(parser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--resume", action="store_true", help="continue the run in DIR (same --config, --set and "
                         "options): finished sweep trials, ladder rungs and launch are kept, stopped runs continue")
+    parser.add_argument("--dry-run", action="store_true", help="print each stage's planned compute (example-"
+                        "gradients, and as a fraction of the target's) and train nothing")
     parser.add_argument("--json", action="store_true")
 
 
 def execute(args) -> int:
+    if args.dry_run:
+        return _dry_run(args)
     result = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
                      address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
                      baseline_features=args.baseline_features, baseline_public=args.baseline_public,
@@ -49,4 +53,18 @@ def execute(args) -> int:
               f"{result.epsilon_replace_one:.4g}), total ε on the private set = {result.epsilon_total:.4g} "
               f"({result.epsilon_total_accountant.upper()}; {result.tuning_data} tuning data); proxy compute "
               f"{result.proxy_compute_fraction:.4f} of the target's; report {args.out}/report.md")
+    return 0
+
+
+def _dry_run(args) -> int:
+    """The stages' planned compute (PlannedCompute), checked as `run` checks them before any data; no folder."""
+    from tanplan.workflow.pipeline import costs  # lazy: JAX (the ladder's module); the cli imports every command
+
+    cfg = api.as_config(args.config, args.set)
+    planned = costs.dry_run(cfg, args.proxy_batch_size, args.trials)
+    if args.json:
+        print_json(planned.to_dict())
+    else:
+        print("\n".join(costs.compute_lines(planned)))
+        print(f"dry run: nothing trained; the proxies at most {planned.proxy_fraction:.3g} of the target's compute")
     return 0

@@ -104,6 +104,8 @@ class PredictionRecord(Result):
     held_out: HeldOutErrors | None = optional(present_with=_PREDICTED)
     candidates: tuple[ComparedForm, ...] | None = optional(present_with=_PREDICTED)
     target_batch_size: int | None = optional(present_with=_PREDICTED)
+    # the stated misspecification std where no rung was held out (batch_law.UNMEASURED_MISSPECIFICATION_STD)
+    misspecification_stated: float | None = optional()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -17,6 +17,27 @@ from tanplan.outcomes.privacy_spent import TuningRecord
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlannedStage(Result):
+    """One stage's compute before it runs: its runs, their example-gradients (Σ B'·S), that as a fraction of
+    the target's B·S, and whether the figure is exact or a bound (the ladder stops within its budget)."""
+
+    stage: str
+    runs: int | None  # None: the ladder decides its runs as it goes
+    example_gradients: int
+    fraction: float
+    bound: str  # "exactly" | "at most"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannedCompute(Result):
+    """Every stage's planned compute (`tanplan run --dry-run`, and the first lines of run, fit, sweep)."""
+
+    target_example_gradients: int  # B·S
+    stages: tuple[PlannedStage, ...]
+    proxy_fraction: float  # every stage but the launch, at most
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunRecord(Result):
     """What a `tanplan run` in a folder was asked (run.json): its config and the options that shape its
     stages; `--resume` must ask the same."""

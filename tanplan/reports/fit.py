@@ -66,10 +66,12 @@ def draw_law(ax, result: FitResult, actual: float | None = None, launches=()) ->
 def parts_table(result: FitResult) -> str:
     """The interval's three parts (standard deviations, in accuracy) and the total half-width."""
     std = result.std_parts
+    mis = ("forward held-out error beyond seed noise" if result.misspecification_stated is None else
+           "no rung held out: a stated conservative term, from the calibration pools (docs/calibration.md)")
     table = ("| part of the interval | std |\n|---|---|\n"
              f"| the law's mean at B (seed noise of the rungs) | {std.mean:.4f} |\n"
              f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std.launch:.4f} |\n"
-             f"| misspecification (forward held-out error beyond seed noise) | {std.misspecification:.4f} |\n"
+             f"| misspecification ({mis}) | {std.misspecification:.4f} |\n"
              f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
              f"**± {result.half_width:.4f}** |")
     if result.test_sets_std:

@@ -31,8 +31,9 @@ The interval is for one launch at B, whose accuracy is the law's mean at B plus 
 run-to-run scatter plus whatever the law gets wrong:
 
     Var = Var(law's mean at B)            the fitted coefficients' uncertainty (seed noise of the rungs)
-        + Var(one launch)                 its own spread: the seeds' variance where the law meets the target
-                                          (the plateau's rungs; the noise law's window), v0 + v1/B at B
+        + Var(one launch)                 its own spread: v0 + v1/B, fitted across the window's rungs when
+                                          the seeds' variance falls with B' significantly; else the seeds'
+                                          variance where the law meets the target (the plateau's rungs)
         + Var(misspecification)           forward held-out error in excess of what seed noise explains
 
 The launch's spread is taken from the proxies because at constant η_step each step of a proxy carries the
@@ -62,6 +63,12 @@ MIN_WINDOW = 3  # rungs a law is fitted on when it has a choice: two for its coe
 HELD_OUT_FROM = 2  # rungs below the first held-out one: the third rung of a window and up are predicted
 SHRINK_DOF = 4  # a rung's variance is shrunk toward the pooled one as if the pool had this many more seeds
 SPREAD_ALPHA = 0.05  # the part of the seeds' variance that falls with B' (v1) is kept when significant here
+# Where no rung is held out (two rungs: an explicit list, or a ladder that fits no third), misspecification
+# cannot be measured and the interval carries this std instead: the root mean square distance between the
+# knee law's two-rung prediction (the top rung's mean) and the launches' mean over the 14 pairs of adjacent
+# rungs (16 and 32 up to 256 and 512) of the three calibration pools, 1.4 points, rounded up
+# (docs/calibration.md, "Two rungs"). It includes the rung's and the launches' own seed noise: conservative.
+UNMEASURED_MISSPECIFICATION_STD = 0.015
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -132,10 +139,9 @@ class Spread:
 
     At constant η_step every proxy step carries the target's DP noise, which scatters runs alike at every
     B' (v0), and the sampling noise of B' gradients adds a part that falls as 1/B' (v1/B'). A launch at B
-    scatters by v(B). Fitted by weighted least squares on the rungs' sample variances s_k² (weights
-    (n_k − 1)/(2·v(B'_k)²): Var(s²) = 2σ⁴/(n − 1) for Gaussian seeds), twice, the second with the first's
-    v(B'_k). v1 is kept only when a one-sided z test finds it above 0 at SPREAD_ALPHA; otherwise v is the
-    pooled variance (extrapolating a fall that the data do not show would only add uncertainty).
+    scatters by v(B). Fitted by maximum likelihood on the rungs' sample variances s_k² (fit_spread); cov
+    is the inverse Fisher information, Σ (n_k − 1)/(2·v(B'_k)²)·a_k a_kᵀ with a_k = (1, 1/B'_k). v1 is kept only when a likelihood-ratio test finds it above 0 at SPREAD_ALPHA; otherwise v
+    is the pooled variance (extrapolating a fall that the data do not show would only add uncertainty).
     """
 
     v0: float
@@ -160,13 +166,18 @@ class Spread:
 
 
 def fit_spread(rungs: Sequence[Rung], alpha: float = SPREAD_ALPHA) -> Spread:
-    """The seeds' variance against B' (see Spread) on these rungs.
+    """The seeds' variance against B' (see Spread) on these rungs: v0, v1 ≥ 0 by maximum likelihood of the
+    rungs' sample variances ((n_k − 1)·s_k²/v(B'_k) ~ χ²(n_k − 1) for Gaussian seeds), v1 kept when the
+    likelihood ratio against the pooled variance (v1 = 0) is significant at alpha (one-sided: ½χ²(1) on the
+    boundary). The log-likelihood weighs each rung's variance on the log scale, where 4 seeds a rung still
+    show a fall over several doublings that a least-squares fit of s² misses. cov is the inverse Fisher
+    information of (v0, v1).
 
         >>> flat = fit_spread([Rung(b, (0.80, 0.82, 0.84)) for b in (16, 64, 256)])
         >>> flat.v1, round(flat.v0, 6), flat.effective_dof(4096)
         (0.0, 0.0004, 6.0)
     """
-    from scipy import stats
+    from scipy import optimize, stats
 
     rs = [r for r in rungs if r.n >= 2]
     dof = sum(r.n - 1 for r in rs)
@@ -176,15 +187,22 @@ def fit_spread(rungs: Sequence[Rung], alpha: float = SPREAD_ALPHA) -> Spread:
         return flat
     n1 = np.array([r.n - 1 for r in rs], dtype=float)
     s2 = np.array([r.std**2 for r in rs])
-    a = np.stack([[1.0, 1.0 / r.batch_size] for r in rs])
-    fitted = np.full(len(rs), pooled)
-    for _ in range(2):
-        w = n1 / (2 * np.maximum(fitted, pooled * 1e-3) ** 2)
-        cov = np.linalg.pinv(a.T @ (w[:, None] * a))
-        v0, v1 = cov @ a.T @ (w * s2)
-        fitted = v0 + v1 * a[:, 1]
-    if v1 <= 0 or v0 < 0 or v1 / math.sqrt(max(cov[1, 1], 1e-300)) < stats.norm.ppf(1 - alpha):
+    inv_b = np.array([1.0 / r.batch_size for r in rs])
+    floor = pooled * 1e-4
+
+    def nll(theta):  # in units of the pooled variance, so the optimiser sees numbers of order 1
+        v = np.maximum(theta[0] + theta[1] * inv_b, floor / pooled) * pooled
+        return float(0.5 * np.sum(n1 * (np.log(v) + s2 / v)))
+
+    slope0 = max(float(np.polyfit(inv_b, s2, 1)[0]), 0.0) / pooled
+    fit = optimize.minimize(nll, x0=[0.5, slope0 or 1.0], bounds=[(0.0, None), (0.0, None)], method="L-BFGS-B")
+    v0, v1 = fit.x[0] * pooled, fit.x[1] * pooled
+    ratio = 2 * (nll([1.0, 0.0]) - fit.fun)
+    if v1 <= 0 or ratio <= 0 or 0.5 * stats.chi2.sf(ratio, 1) >= alpha:
         return flat
+    a = np.stack([np.ones_like(inv_b), inv_b], axis=1)
+    v = np.maximum(v0 + v1 * inv_b, floor)
+    cov = np.linalg.pinv(a.T @ ((n1 / (2 * v**2))[:, None] * a))
     return Spread(v0=float(v0), v1=float(v1),
                   cov=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))), dof=dof)
 
@@ -375,7 +393,17 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCa
         # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
         past = held.where(lambda i: held.batch_sizes[i] > law.knee)
         held = past if past.errors else held
-    return LawCandidate(law=law, held=held, spread=fit_spread(regime), var_mean=law.mean_variance(target_batch_size))
+    return LawCandidate(law=law, held=held, spread=launch_spread(window, regime),
+                        var_mean=law.mean_variance(target_batch_size))
+
+
+def launch_spread(window: Sequence[Rung], regime: Sequence[Rung]) -> Spread:
+    """One launch's spread: v0 + v1/B' fitted across every rung of the window when its fall is significant
+    there (the rungs below the knee, whose sampling noise is largest, show the fall best; the smallest
+    proxies alone then do not set the launch's spread, which is v0 + v1/B), else the seeds' variance
+    pooled where the law meets the target (the regime: the knee law's plateau)."""
+    across = fit_spread(window)
+    return across if across.v1 > 0 else fit_spread(regime)
 
 
 def choose(cands: Sequence[LawCandidate]) -> LawCandidate:
@@ -397,6 +425,7 @@ class Prediction:
     var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
     var_misspecification: float  # the forward held-out error beyond seed noise
     var_test_sets: float  # NOT in the interval: proxies and launch evaluated on different test sets (binomial)
+    misspecification_measured: bool = True  # False: no rung held out, the stated UNMEASURED_MISSPECIFICATION_STD
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
     candidates: tuple[LawCandidate, ...] = field(default=())
@@ -434,7 +463,8 @@ class Prediction:
             test_sets_std=math.sqrt(self.var_test_sets),
             held_out=HeldOutErrors(batch_sizes=chosen.held.batch_sizes, errors=chosen.held.errors,
                                    excess=chosen.held.excess),
-            candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size)
+            candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size,
+            misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD)
 
 
 def forms_of(law: str) -> tuple[str, ...]:
@@ -488,26 +518,64 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
     cands = [candidate(rungs, form, target_batch_size) for form in forms]
     chosen = choose(cands)
     mean = chosen.law.mean(target_batch_size)
-    quantile = float(stats.t.ppf(0.5 + level / 2, chosen.spread.effective_dof(target_batch_size)))
+    var_launch = chosen.spread.at(target_batch_size)
+    measured = bool(chosen.held.errors)
+    var_mis = chosen.held.excess if measured else UNMEASURED_MISSPECIFICATION_STD**2
+    dof = interval_dof(chosen.var_mean, var_launch + var_mis, chosen.spread, target_batch_size)
+    quantile = float(stats.t.ppf(0.5 + level / 2, dof))
     return Prediction(target_batch_size=target_batch_size, chosen=chosen, mean=mean, var_mean=chosen.var_mean,
-                      var_launch=chosen.spread.at(target_batch_size), var_misspecification=chosen.held.excess,
+                      var_launch=var_launch, var_misspecification=var_mis,
                       var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
-                      candidates=tuple(cands))
+                      candidates=tuple(cands), misspecification_measured=measured)
 
 
-def verdict(prediction: Prediction) -> tuple[str, str] | None:
-    """None when the prediction can be launched on; else (why not, what to change)."""
+def interval_dof(var_mean: float, var_rest: float, spread: Spread, b: float) -> float:
+    """Degrees of freedom of the interval's variance (Welch-Satterthwaite): the law's mean, estimated from
+    every seed (Σ(n_k − 1)), and the launch's spread (with the misspecification), whose own degrees of freedom
+    are the spread's at b (fewer when v1 is fitted: v0 is an extrapolation). At most the seeds' (the pooled
+    spread and the law's mean share one estimate of the variance: then exactly the seeds').
+
+        >>> pooled = Spread(v0=1e-4, v1=0.0, cov=((1e-9, 0.0), (0.0, 0.0)), dof=15)
+        >>> interval_dof(1e-4, 1e-4, pooled, 4096)
+        15.0
+    """
+    seeds = float(max(spread.dof, 1))
+    rest = spread.effective_dof(b)
+    denominator = var_mean**2 / seeds + var_rest**2 / rest
+    total = (var_mean + var_rest) ** 2 / denominator if denominator > 0 else seeds
+    return float(min(max(total, 1.0), seeds))
+
+
+def rung_to_add(prediction: Prediction) -> int | None:
+    """The next doubling above the law's largest rung, below the target (None when there is none)."""
+    top = 2 * max(prediction.law.window)
+    return top if top < prediction.target_batch_size else None
+
+
+def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, str] | None:
+    """None when the prediction can be launched on; else (why not, what to change). max_half_width (> 0): an
+    interval for one launch wider than this (accuracy) is a refusal too: it would tell the user nothing."""
     low, high = prediction.interval
     where = f"over B' = {', '.join(map(str, prediction.law.window))} for B = {prediction.target_batch_size}"
+    add = rung_to_add(prediction)
+    more = f"add the rung B' = {add} (fit.batch_sizes)" if add is not None else "train more seeds a rung"
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"the interval {where} is unbounded", "train more seeds or more rungs"
     if not 0.0 <= prediction.mean <= 1.0 or low < 0.0 or high > 1.0:
         return (f"the batch law does not hold {where}: its interval for one launch, [{low:.3f}, {high:.3f}], "
                 "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction so the ladder climbs further")
+    if max_half_width > 0 and prediction.half_width > max_half_width:
+        unmeasured = ("" if prediction.misspecification_measured else
+                      f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
+                      "term: no rung was held out")
+        return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
+                f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}",
+                f"{more}, or raise fit.max_proxy_fraction so the ladder climbs further, or raise "
+                "fit.max_half_width")
     return None
 
 
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
-           "held_out", "LawCandidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "predict",
+           "held_out", "LawCandidate", "window_of", "candidate", "launch_spread", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
            "verdict"]

@@ -73,13 +73,16 @@ def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
-                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None)) -> FitResult:
+                  law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None),
+                  max_half_width: float = 0.0) -> FitResult:
     """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
-    target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error)."""
+    target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error). max_half_width
+    (accuracy, > 0): a wider interval is a refusal (the verdict)."""
     check_batch_sizes(batch_sizes, cfg.train.batch_size)
     started = time.perf_counter()
     rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
-    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes)
+    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes,
+                    max_half_width=max_half_width)
 
 
 def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = None, seeds_name: str = "--seeds") -> None:
@@ -96,18 +99,19 @@ def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = N
 
 
 def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
-             started: float | None = None, test_sizes=(None, None)) -> FitResult:
+             started: float | None = None, test_sizes=(None, None), max_half_width: float = 0.0) -> FitResult:
     """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
     at target_b: what fit.json holds (batch_law.Prediction.record, the verdict, the runs).
 
     A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
-    None (the law's value stays in law_at_target) and the verdict says the law does not hold.
+    None (the law's value stays in law_at_target) and the verdict says the law does not hold; an interval
+    wider than max_half_width (> 0) is a refusal too, with what to change.
     """
     started = time.perf_counter() if started is None else started
     rows = tuple(rows)
     prediction = predict([(r.batch_size, r.test_accuracy) for r in rows], target_b, level=level, forms=forms_of(law),
                          test_sizes=test_sizes)
-    why_not = verdict(prediction)
+    why_not = verdict(prediction, max_half_width)
     recorded = vars(prediction.record())
     if not 0.0 <= prediction.mean <= 1.0:
         recorded.update(predicted_accuracy=None, prediction_interval=None)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy import stats
 
 from tanplan.config import Config
 from tanplan.errors import UsageError
@@ -63,6 +64,8 @@ class Budget:
     seeds: int  # seeds of a new rung
     per_step: float  # Σ B' over the ladder's runs, at the target's S
     law_share: float  # stop once the law's part is ≤ law_share × one launch's spread
+    precision: float = 0.0  # the half-width wanted (accuracy); 0: no precision target and no marginal rule
+    max_half_width: float = 0.0  # a wider interval is a refusal (accuracy); 0: no such refusal
 
     @property
     def sizes(self) -> list[int]:
@@ -85,7 +88,7 @@ class Budget:
 def budget_of(cfg: Config) -> Budget:
     f, target = cfg.fit, cfg.train.batch_size
     return Budget(f.ladder_start, target, f.ladder_seeds, max(f.max_proxy_fraction * target, f.min_proxy_budget),
-                  f.law_share)
+                  f.law_share, f.precision / 100, f.max_half_width / 100)
 
 
 def spent(rungs: Sequence[Rung]) -> int:
@@ -119,9 +122,12 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
             return LadderStep(batch_size=climb, seeds=budget.seeds,
                               why="a first rung" if not rungs else f"the law needs {MIN_WINDOW} rungs")
         return None
-    if law_is_narrow(prediction, budget.law_share):
+    if law_is_narrow(prediction, budget.law_share) or precise_enough(prediction, budget):
         return None
-    if climb is not None and budget.seeds * climb <= left:
+    fits = climb is not None and budget.seeds * climb <= left
+    if marginal(prediction, budget):  # until then: climb, to see the plateau or narrow a refused interval
+        return paying_step(rungs, prediction, budget, climb if fits else None, left)
+    if fits:
         return LadderStep(batch_size=climb, seeds=budget.seeds,
                           why="the law's part of the interval is wide: a rung nearer the target")
     seed = best_seed(rungs, prediction, left)
@@ -129,6 +135,78 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
         return None
     return LadderStep(batch_size=seed, seeds=1, why="the law's part of the interval is wide and the next rung would "
                       "leave the budget: a seed where it narrows the law's mean the most per example")
+
+
+def plateau_tested(prediction: Prediction) -> bool:
+    """The law's claim about the target was held out: for the knee law, a rung past its knee predicted from
+    the rungs below it (a plateau seen); for the other forms, any held-out rung."""
+    held, law = prediction.chosen.held, prediction.law
+    return any(b > law.knee for b in held.batch_sizes) if law.knee is not None else bool(held.errors)
+
+
+def marginal(prediction: Prediction, budget: Budget) -> bool:
+    """The marginal rule applies: a precision is set, the plateau was held out, and the interval is no wider
+    than fit.max_half_width (a wider one would be refused: the budget left is better spent narrowing it)."""
+    acceptable = budget.max_half_width <= 0 or prediction.half_width <= budget.max_half_width
+    return budget.precision > 0 and plateau_tested(prediction) and acceptable
+
+
+def precise_enough(prediction: Prediction, budget: Budget) -> bool:
+    """The interval for one launch is within the precision wanted, and the law's claim was held out."""
+    return budget.precision > 0 and plateau_tested(prediction) and prediction.half_width <= budget.precision
+
+
+def paying_step(rungs: Sequence[Rung], prediction: Prediction, budget: Budget, climb: int | None,
+                left: float) -> LadderStep | None:
+    """The marginal rule: of the next rung (climb, when it fits) and the best seed, the one that narrows the
+    interval the most per example, if it narrows it by a larger fraction than its cost's fraction of the
+    target's compute (Δhalf-width/half-width ≥ seeds·B'/B); None when neither pays.
+
+    The fractions are both of "the launch": the target's compute pays for one launch whose interval is
+    what the ladder buys, so a run worth 1% of the launch must narrow the interval by 1%. The same rung
+    is a smaller fraction of a larger target, and the rule stops at the rungs where the interval stops
+    narrowing (the launch's own spread and the plateau's seeds), so the ladder's spend, a fraction of
+    B·S, falls as B grows."""
+    now = prediction.half_width
+    options = [(climb, budget.seeds)] if climb is not None else []
+    seed = best_seed(rungs, prediction, left)
+    options += [(seed, 1)] if seed is not None else []
+    best = None
+    for b, n in options:
+        gain = (now - expected_half_width(rungs, prediction, b, n)) / now if now > 0 else 0.0
+        cost = n * b / budget.target_batch_size
+        if gain >= cost and (best is None or gain / cost > best[0]):
+            best = (gain / cost, b, n)
+    if best is None:
+        return None
+    _, b, n = best
+    why = ("a rung nearer the target narrows the interval by more than its cost" if n > 1 else
+           "a seed narrows the interval by more than its cost, the most per example")
+    return LadderStep(batch_size=b, seeds=n, why=why)
+
+
+def expected_half_width(rungs: Sequence[Rung], prediction: Prediction, batch_size: int, seeds: int) -> float:
+    """The interval's half-width expected after `seeds` more runs at batch_size, the law (its form and knee)
+    and the spread as they are: Var(law's mean at B) from the design with the new runs (at the spread's
+    variance there), and the Student quantile with the new seeds' degrees of freedom when they land where
+    the launch's spread is measured and it is pooled. The misspecification is kept as it is (a new rung
+    may show more of it: the rule cannot know before it trains it)."""
+    law, spread = prediction.law, prediction.spread
+    window = [r for r in rungs if r.batch_size in law.window]
+    counts = {r.batch_size: float(r.n) for r in window}
+    v = dict(zip(counts, shrunk_variances(window)))
+    counts[batch_size] = counts.get(batch_size, 0.0) + seeds
+    v.setdefault(batch_size, max(spread.at(batch_size), 1e-12))
+    xs = np.stack([law.x(b) for b in counts])
+    w = np.array([counts[b] / v[b] for b in counts])
+    x0 = law.x(prediction.target_batch_size)
+    var_mean = float(x0 @ np.linalg.pinv(xs.T @ (w[:, None] * xs)) @ x0)
+    quantile = prediction.quantile
+    in_regime = law.knee is None or batch_size >= law.knee
+    if spread.v1 == 0 and in_regime:
+        added = seeds if batch_size in {r.batch_size for r in window} else seeds - 1
+        quantile = float(stats.t.ppf(0.5 + prediction.level / 2, max(spread.dof, 1) + added))
+    return quantile * math.sqrt(var_mean + prediction.var_launch + prediction.var_misspecification)
 
 
 def best_seed(rungs: Sequence[Rung], prediction: Prediction, left: float) -> int | None:
@@ -172,7 +250,7 @@ class LadderOutcome:
         if self.prediction is None:
             return (f"the ladder trained {len(self.rungs)} rung(s) within its budget; the law needs {MIN_WINDOW}",
                     "raise fit.max_proxy_fraction or fit.min_proxy_budget, or lower fit.ladder_start")
-        return verdict(self.prediction)
+        return verdict(self.prediction, self.budget.max_half_width)
 
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
@@ -283,7 +361,8 @@ def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     if found.prediction is None:
         return FitResult(ladder=summary)
     rows = [p for p in found.points if p.source == "ladder"]
-    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes)
+    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes,
+                      max_half_width=cfg.fit.max_half_width / 100)
     if out is not None:
         write_fit_report(result, out)
     return dataclasses.replace(result, ladder=summary)
@@ -324,11 +403,24 @@ def _reason(outcome: LadderOutcome) -> str:
     if refusal is not None:
         return refusal[0]
     p = outcome.prediction
-    narrow = law_is_narrow(p, outcome.budget.law_share)
-    why = ("the law's part of the interval is within fit.law_share of one launch's spread" if narrow else
-           "the budget is spent")
+    why = why_stopped(outcome)
     return (f"{len(outcome.rungs)} rungs, {sum(r.n for r in outcome.rungs)} runs: {why}; the {p.law.form} law is "
             f"fitted on B' = {', '.join(map(str, p.law.window))}")
+
+
+def why_stopped(outcome: LadderOutcome) -> str:
+    """Why the rule stopped (given a prediction): the precision, the law's share, the marginal rule or the budget."""
+    p, budget = outcome.prediction, outcome.budget
+    if precise_enough(p, budget):
+        return f"the interval's half-width is within fit.precision ({100 * budget.precision:g} points)"
+    if law_is_narrow(p, budget.law_share):
+        return "the law's part of the interval is within fit.law_share of one launch's spread"
+    left = budget.per_step - spent(outcome.rungs)
+    climb = next((b for b in budget.sizes if b not in {r.batch_size for r in outcome.rungs}), None)
+    fits = climb is not None and budget.seeds * climb <= left
+    if marginal(p, budget) and (fits or best_seed(outcome.rungs, p, left) is not None):
+        return "the next run would narrow the interval by less than its cost (a fraction of the target's compute)"
+    return "the budget is spent"
 
 
 def _basis(cfg: Config) -> dict:
@@ -352,4 +444,5 @@ def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], Proxy
 
 
 __all__ = ["LADDER_FILE", "Budget", "budget_of", "spent", "law_is_narrow", "next_step", "best_seed",
+           "plateau_tested", "marginal", "precise_enough", "paying_step", "expected_half_width", "why_stopped",
            "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]

@@ -116,6 +116,28 @@ def test_the_interval_covers_about_95_percent_of_new_launches():
     assert 0.92 <= np.mean(hits) <= 0.995
 
 
+def test_where_the_seeds_scatter_less_at_larger_b_the_interval_follows_the_launchs_own_spread():
+    # sampling noise falls with B' (v1/B'), the DP noise does not (v0): a launch at B scatters by √(v0 + v1/B)
+    rng = np.random.default_rng(9)
+    v0, v1, target = 0.005**2, 0.0096, 2048
+    launch_std = math.sqrt(v0 + v1 / target)
+    hits, widths, stds = [], [], []
+    for _ in range(200):
+        data = [(b, HINGE(b) + e) for b in SIZES for e in rng.normal(0, math.sqrt(v0 + v1 / b), 4)]
+        p = predict(data, target)
+        low, high = p.interval
+        launches = HINGE(target) + rng.normal(0, launch_std, 20)
+        hits.append(np.mean((launches >= low) & (launches <= high)))
+        widths.append((p.spread.v1 > 0, p.half_width))
+        stds.append(math.sqrt(p.var_launch))
+    assert 0.90 <= np.mean(hits) <= 0.999
+    # not the plateau's pooled scatter (√(v0 + v1/128) ≈ 2 × the launch's): the fall is fitted across rungs
+    assert np.median(stds) < 1.5 * launch_std
+    fitted = [w for falls, w in widths if falls]  # 4 seeds a rung: the fall is significant in a part of the draws
+    assert len(fitted) >= len(widths) / 3
+    assert np.median(fitted) < 1.96 * math.sqrt(v0 + v1 / 128) < np.median([w for falls, w in widths if not falls])
+
+
 def test_a_test_set_difference_is_reported_beside_the_interval_not_in_it():
     rng = np.random.default_rng(7)
     data = rows(lambda b: 0.8, rng, noise=0.01)

@@ -97,3 +97,35 @@ def test_fewer_than_two_seeds_a_size_is_refused_for_the_law():
 
     with pytest.raises(UsageError, match="--seeds 1"):
         fit_stage.check_batch_sizes([16, 32], 512, seeds=1)
+
+
+def test_two_explicit_rungs_carry_a_stated_misspecification_term_or_exit_4_naming_the_rung_to_add(
+        tmp_path, monkeypatch, capsys):
+    import json
+
+    from tanplan.engine import loop
+    from tanplan.workflow.batch_law import UNMEASURED_MISSPECIFICATION_STD
+
+    monkeypatch.setattr(loop, "train_and_evaluate", fake_train(law=lambda b: 0.85 - 1.0 / b, noise=0.002))
+    args = ["fit", "--config", "experiments/mnist1d.toml", *sum([["--set", s] for s in SMALL], []),
+            "--batch-sizes", "64,128", "--seeds", "3"]
+    # no rung held out: the misspecification part is the stated conservative term, not 0
+    assert main([*args, "--set", "fit.max_half_width=50", "--out", str(tmp_path / "wide")]) == 0
+    fit = json.loads((tmp_path / "wide" / "fit.json").read_text())
+    assert UNMEASURED_MISSPECIFICATION_STD > 0
+    assert fit["std_parts"]["misspecification"] == pytest.approx(UNMEASURED_MISSPECIFICATION_STD)
+    assert fit["misspecification_stated"] == UNMEASURED_MISSPECIFICATION_STD
+    assert "no rung held out" in capsys.readouterr().out
+    # the same interval, wider than fit.max_half_width: exit 4, naming the rung to add
+    assert main([*args, "--set", "fit.max_half_width=2", "--out", str(tmp_path / "narrow")]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fit.max_half_width" in err[0] and "add the rung B' = 256" in err[0]
+    assert main([*args, "--set", "fit.max_half_width=2", "--launch-anyway", "--out", str(tmp_path / "anyway")]) == 0
+
+
+def test_a_held_out_rung_measures_the_misspecification_instead():
+    from tanplan.workflow.batch_law import predict
+
+    rows = [(b, 0.85 - 1.0 / b + e) for b in (32, 64, 128) for e in (-0.003, 0.0, 0.003)]
+    p = predict(rows, 4096)
+    assert p.misspecification_measured and p.record().misspecification_stated is None

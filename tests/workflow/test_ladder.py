@@ -15,7 +15,8 @@ from tanplan.errors import NotLaunched, UsageError
 from tanplan.workflow import fit as fit_stage
 from tanplan.workflow import launch as launch_module
 from tanplan.workflow.batch_law import Rung, predict
-from tanplan.workflow.ladder import (Budget, budget_of, check_ladder, climb, ladder_fit, law_is_narrow, next_step,
+from tanplan.workflow.ladder import (Budget, budget_of, check_ladder, climb, expected_half_width, ladder_fit,
+                                     law_is_narrow, next_step, precise_enough,
                                      run_ladder, spent)
 from tanplan.workflow.pipeline import run_pipeline
 from tanplan.workflow.sweep import search as sweep
@@ -241,3 +242,47 @@ def test_bad_proxy_batch_size_is_refused_before_any_training(tmp_path, engine, c
     state = engine(CURVE)
     assert _run_cli(tmp_path, "--proxy-batch-size", "1024") == 2
     assert "--proxy-batch-size 1024" in capsys.readouterr().err and state["train_fn"].calls == []
+
+
+# ---------------------------------------------------------------- the precision target and the marginal rule
+
+PLATEAU = lambda b: 0.95 - 0.04 * max(0.0, math.log(64 / b))  # noqa: E731  a knee at 64, flat past it
+
+
+def _spent_at(tmp_path, batch, n):
+    cfg = load_config(CONFIG, [f"data.num_samples={n}", f"train.batch_size={batch}", "train.steps=20"])
+    result = run_ladder(cfg, tmp_path / str(batch), train_fn=fake_train(law=PLATEAU, noise=0.003), log=quiet)
+    assert result.found
+    return result
+
+
+def test_the_ladders_spend_falls_as_the_target_grows(tmp_path):
+    small, large = _spent_at(tmp_path, 4096, 10000), _spent_at(tmp_path, 16384, 40000)
+    # the same synthetic law and seed noise: a 4× larger target costs a smaller fraction of its compute
+    assert large.spent_fraction < small.spent_fraction <= 0.25 + 1e-9
+    assert large.spent_fraction <= 0.125 and "budget is spent" not in large.reason
+    for result in (small, large):  # and the prediction stays within its interval of the plateau
+        low, high = result.prediction.prediction_interval
+        assert low <= PLATEAU(result.target_batch_size) <= high
+
+
+def test_the_marginal_rule_stops_when_the_next_run_costs_more_than_it_narrows():
+    rng = np.random.default_rng(3)
+    rungs = _rungs(PLATEAU, rng, {16: 4, 32: 4, 64: 4, 128: 4, 256: 4}, noise=0.01)
+    prediction = _prediction(rungs, 4096)
+    assert prediction.chosen.held.errors  # its misspecification is measured: the marginal rule applies
+    cheap = Budget(16, 1 << 20, 4, 1 << 20, 1e-6, precision=1e-4)  # a huge target: every run is nearly free
+    expensive = Budget(16, 600, 4, 1 << 20, 1e-6, precision=1e-4)  # the rung 512 costs 3.4 launches
+    assert next_step(rungs, prediction, cheap) is not None
+    step = next_step(rungs, prediction, expensive)
+    assert step is None or step.seeds * step.batch_size / 600 <= (
+        prediction.half_width - expected_half_width(rungs, prediction, step.batch_size, step.seeds)) / prediction.half_width
+    reached = Budget(16, 4096, 4, 1 << 20, 1e-6, precision=1.0)  # any half-width is precise enough
+    assert precise_enough(prediction, reached) and next_step(rungs, prediction, reached) is None
+
+
+def test_one_more_seed_is_expected_to_narrow_the_interval():
+    rng = np.random.default_rng(4)
+    rungs = _rungs(PLATEAU, rng, {16: 3, 32: 3, 64: 3, 128: 3}, noise=0.01)
+    prediction = _prediction(rungs, 4096)
+    assert expected_half_width(rungs, prediction, 128, 4) < prediction.half_width

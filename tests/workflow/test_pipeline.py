@@ -98,6 +98,7 @@ def test_the_total_epsilon_composes_every_release_on_the_private_set(tmp_path, f
 
     monkeypatch.setattr(sweep, "run_sweep", _fake_sweep_with_trials(fake_engine))
     cfg = load_config("experiments/mnist1d.toml", SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2",
+                                                           "fit.max_half_width=50",  # two rungs: not the point here
                                                            f"tuning.data={tuning_data}", "privacy.total_epsilon=1e6"])
     summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None)
     launch_cfg, proxy_cfgs = fake_engine.calls[-1], fake_engine.calls[:-1]

@@ -87,7 +87,7 @@ def fake_engine(monkeypatch):
 @pytest.mark.parametrize("tuning_data", ["private", "public"])
 def test_with_a_raised_total_the_run_trains_and_its_epsilon_is_the_total(tmp_path, fake_engine, tuning_data):
     sets = SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2", f"tuning.data={tuning_data}",
-                    "privacy.total_epsilon=1e6"]
+                    "privacy.total_epsilon=1e6", "fit.max_half_width=50"]  # two rungs' width is not the point here
     summary = run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
     assert summary.launch_epsilon == summary.epsilon_pld <= 0.7  # the launch's own ε of record
     if tuning_data == "public":
@@ -186,7 +186,7 @@ def test_an_edited_tuning_record_is_refused_and_a_missing_one_recomputed(tmp_pat
     assert "checked on its 2 runs" in stdout and Path(tmp_path / "launch2" / "launch.json").is_file()
 
 
-@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2"], ["--batch-sizes", "auto"],
+@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"], ["--batch-sizes", "auto"],
                                   ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "32", "--seeds", "1"],
                                   ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "32", "--seeds", "1"]],
                          ids=["batch", "ladder", "steps", "data"])

@@ -12,6 +12,7 @@ from tanplan.outcomes.pipeline import ProxyCompute, RunResult
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow import tuning
 from tanplan.workflow.pipeline.baselines import baselines_at
+from tanplan.workflow.pipeline.costs import compute_lines, run_compute
 from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
                                               validate_inputs)
 from tanplan.workflow.pipeline.interrupts import interrupted_stage
@@ -41,15 +42,17 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
                     baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
     check_resume(out, record, resume)
+    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     progress = Progress(baselines, log)
     dataset = load_data(cfg)  # the private set, loaded once
     plan = launch_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
     tune = tuning.resolve(cfg, plan, private=dataset)  # the public set loaded once, checked against the private one
     proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
-    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
     test_sizes = eval_sets(tune, dataset)
     spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
+    for line in compute_lines(run_compute(cfg, sweep_b, trials)):  # every input checked: the cost, before it is spent
+        log(line)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / RUN_FILE, record.to_dict())
     plan_stage(cfg, plan, out, progress)

@@ -99,7 +99,7 @@ def law_stage(cfg: Config, out: Path, progress: Progress,
         points = fit_result.points or ()
     else:
         ladder = ladder_stage(cfg, out, progress, test_sizes)
-        fit_result = ladder_fit_result(ladder, out)
+        fit_result = ladder_fit_result(ladder, out, cfg.fit.max_half_width / 100)
         points = _ladder_runs(ladder)
     return ladder, fit_result, [(p.batch_size, p.steps) for p in points]
 
@@ -120,15 +120,15 @@ def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> Ladd
     return result
 
 
-def ladder_fit_result(ladder: LadderResult, out: Path) -> FitResult:
-    """The fit result of the ladder's law: its rows, the prediction, the verdict."""
+def ladder_fit_result(ladder: LadderResult, out: Path, max_half_width: float = 0.0) -> FitResult:
+    """The fit result of the ladder's law: its rows, the prediction, the verdict (max_half_width: accuracy)."""
     rows = _ladder_runs(ladder)
     if ladder.prediction is None:
         return FitResult(law_holds=False, verdict=ladder.reason, what_to_change=ladder.what_to_change,
                          points=tuple(rows))
     # the same rows, law setting, level and test sets as the ladder's last prediction: the same decision
     return fit_module.fit_rows(rows, ladder.target_batch_size, out / "fit", level=ladder.prediction.level,
-                               law=ladder.law_setting, test_sizes=ladder.test_sizes)
+                               law=ladder.law_setting, test_sizes=ladder.test_sizes, max_half_width=max_half_width)
 
 
 def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> FitResult:
@@ -136,7 +136,7 @@ def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> FitResu
     f = cfg.fit
     progress.next(f"fit: B' in {list(f.batch_sizes)} × {f.seeds} seeds, with the chosen configuration")
     return fit_module.fit_batch_law(cfg, list(f.batch_sizes), f.seeds, out / "fit", level=f.level, law=f.law,
-                                    log=progress.log, test_sizes=test_sizes)
+                                    log=progress.log, test_sizes=test_sizes, max_half_width=f.max_half_width / 100)
 
 
 def launch_stage(best_cfg: Config, plan: Plan, out: Path, progress: Progress) -> LaunchResult:
