@@ -125,7 +125,7 @@ class TrainConfig:
     steps: int = setting(200, "number of steps S, at most 10^7 (where the accountants are trusted)", lo=1,
                          hi=MAX_STEPS)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
-    physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
+    physical_batch_size: int = setting(256, "rows per device per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
     learning_rate: float = setting(4.0, "peak learning rate", lo=0, lo_open=True)
     momentum: float = setting(0.0, "SGD momentum", lo=0, hi=1)

@@ -378,8 +378,15 @@ def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rt
 
     Structure: every parameter in exactly one layer, each layer called once and row-wise. Numbers (when
     `numeric`): on two inputs, the route's per-example norms and its clipped sum of one example match
-    the example's own gradient (jax.grad), which would catch a layer that mixes rows.
+    the example's own gradient (jax.grad), which would catch a layer that mixes rows. Both sides are
+    computed at full float32 matmul precision: on a GPU JAX's default (TF32) would leave them ~1e-3 apart
+    and make every model fall back to the slower vmap route.
     """
+    with jax.default_matmul_precision("highest"):
+        return _unsupported_reason(logits_fn, params, example_x, numeric=numeric, rtol=rtol)
+
+
+def _unsupported_reason(logits_fn, params, example_x, *, numeric: bool, rtol: float) -> str | None:
     rng = np.random.default_rng(0)
     x = jnp.asarray(np.asarray(example_x[:2], np.float32) + rng.normal(size=np.shape(example_x[:2])).astype(np.float32))
     n = x.shape[0]
