@@ -139,6 +139,9 @@ class TrainConfig:
     eval_batch_size: int = setting(1024, "rows per evaluation batch (at most the test set is used)", lo=1,
                                    hi=2**20)
     checkpoint_every: int = setting(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
+    compute_dtype: str = setting("float32", "the model's forward and backward passes: float32 or bfloat16 (about "
+                                 "twice as fast on recent GPUs); parameters, per-example norms, clipping, "
+                                 "accumulation and noise stay float32", choices=("float32", "bfloat16"))
     grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
 

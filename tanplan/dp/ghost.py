@@ -287,6 +287,11 @@ def _kind(call: _Call, a) -> str:
     return "generic"
 
 
+def _at_least_f32(a):
+    """A layer's input or output gradient, in float32 where the model computed in a narrower float."""
+    return a.astype(jnp.promote_types(a.dtype, jnp.float32)) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+
 # ----------------------------------------------------------------------------------------------------
 # The grad-sum function
 
@@ -322,6 +327,7 @@ def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug
         sq = jnp.zeros((n,), jnp.float32)
         routes = []
         for call, a, d in zip(calls, inputs, deltas):
+            a, d = _at_least_f32(a), _at_least_f32(d)  # bfloat16 layers: norms and sums in float32
             p = _subtree(params, call.path)
             kind = _kind(call, a)
             if kind == "dense":
