@@ -46,10 +46,16 @@ def _train_loop_per_worker(config: dict) -> None:
     import ray.train  # third-party, imported where Ray runs it: in the worker
 
     ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    cpu = config["gpus_per_worker"] == 0
-    if not cpu:
+    if config["gpus_per_worker"]:
         own_gpus(ray.get_gpu_ids())
+    run_worker(config, ctx.get_world_rank(), ctx.get_world_size())
+
+
+def run_worker(config: dict, rank: int, world: int) -> None:
+    """Process `rank` of `world` of a launch whose driver ran `create_secret`: THE loop over the global mesh.
+    CPU workers join jax.distributed here (gloo collectives, config["coordinator"] on this machine); on
+    GPUs JaxTrainer has joined it already."""
+    cpu = config["gpus_per_worker"] == 0
     if cpu:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(config["coordinator"], num_processes=world, process_id=rank)
@@ -85,17 +91,23 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
     out = Path(out).absolute()
     driver_on_cpu()  # the model initialised for the run's identity: on the CPU, the GPUs are the workers'
     with exclusive(out, "launch"):
-        ckpt = Checkpoints(out / "checkpoint")
-        latest = ckpt.latest_step()
-        ckpt.close()
-        if latest is not None and not resume:
-            raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
-                             f"continue it, or choose a new --out")
-        prepared = setup.prepare(cfg)  # the run's identity: the secret is bound to it, as in a local run
-        secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
-                       identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params))
+        create_secret(cfg, out, resume=resume)
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
+
+
+def create_secret(cfg, out: Path, *, resume: bool) -> None:
+    """The driver's part before any worker starts: refuse a fresh launch into a checkpointed --out, then
+    save the run's secret, bound to the run's identity as in a local run, where every worker reads it."""
+    ckpt = Checkpoints(out / "checkpoint")
+    latest = ckpt.latest_step()
+    ckpt.close()
+    if latest is not None and not resume:
+        raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
+                         f"continue it, or choose a new --out")
+    prepared = setup.prepare(cfg)
+    secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
+                   identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params))
 
 
 def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
