@@ -34,9 +34,10 @@ _EXPORTS = {
     # typed results
     "PlanResult": "tanplan.outcomes.planning", "Proxy": "tanplan.outcomes.planning",
     "FrontierResult": "tanplan.outcomes.planning",
-    "LaunchResult": "tanplan.results", "OptimizeResult": "tanplan.outcomes.optimize", "RunSummary": "tanplan.outcomes.run_summary",
-    "SweepResult": "tanplan.outcomes.sweep", "FitResult": "tanplan.outcomes.fit", "RunResult": "tanplan.results",
-    "AuditResult": "tanplan.workflow.audit",
+    "LaunchResult": "tanplan.outcomes.launch", "OptimizeResult": "tanplan.outcomes.optimize",
+    "RunSummary": "tanplan.outcomes.run_summary", "SweepResult": "tanplan.outcomes.sweep",
+    "FitResult": "tanplan.outcomes.fit", "RunResult": "tanplan.outcomes.pipeline",
+    "AuditResult": "tanplan.outcomes.audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",
     "sources": "tanplan.data.source", "Dataset": "tanplan.data.dataset", "load_dataset": "tanplan.data.load",

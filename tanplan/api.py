@@ -1,5 +1,5 @@
-"""The Python API: the functions the command line calls, each returning a typed result (tanplan.outcomes,
-tanplan.results).
+"""The Python API: the functions the command line calls, each returning a typed result
+(tanplan.outcomes).
 
     import tanplan
 
@@ -28,23 +28,26 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from tanplan.config import Config, load_config, with_tuned
+from tanplan.config import Config, load_config, parse_override, with_tuned
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.audit import AuditResult
 from tanplan.outcomes.fit import FitResult
+from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.optimize import OptimizeResult
+from tanplan.outcomes.pipeline import RunResult
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 from tanplan.outcomes.sweep import SweepResult
 from tanplan.privacy import tan
+from tanplan.ray_session import check_address
 from tanplan.privacy.plan import Plan, advice, default_delta, with_dataset_size
 from tanplan.reports import fit as fit_report
 from tanplan.reports.plan import write_plan_report
-from tanplan.results import LaunchResult, RunResult
 from tanplan.runtime import driver_on_cpu
 from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
-from tanplan.workflow.inputs import check_config, check_out_dir, check_sweep_space
+from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume, check_sweep_space
 from tanplan.workflow.sweep.study import check_study_file
 
 ConfigLike = Config | str | os.PathLike | None
@@ -132,8 +135,6 @@ def _describe(hint) -> str:
 def as_config(config: ConfigLike = None, overrides: Overrides = None) -> Config:
     """A validated Config from a Config, a TOML path or None (the defaults), with dotted overrides applied:
     {"train.steps": 100} or ["train.steps=100"] (values then read as TOML, as --set reads them)."""
-    from tanplan.config import parse_override
-
     cfg = config if isinstance(config, Config) else load_config(config)
     if isinstance(overrides, Mapping):
         pairs = dict(overrides)
@@ -267,10 +268,8 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
     its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
     writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
-    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
-
     cfg = as_config(config, overrides)
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
     from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; `import tanplan` and the planner stay JAX-free
@@ -289,10 +288,8 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     local device) or "ray" (num_workers processes through Ray Train)."""
     import json
 
-    from tanplan.ray_session import check_address
-    from tanplan.workflow.inputs import check_config, check_out_dir, check_resume
-    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning
-    from tanplan.workflow.launch import launch as launch_stage
+    from tanplan.workflow.launch import check_total, check_tuning_runs, tuning_of_best, with_tuning  # lazy: JAX; the planner's API imports this module
+    from tanplan.workflow.launch import launch as launch_stage  # lazy: JAX; importing the API imports none
 
     cfg = as_config(config, overrides)
     cfg = with_tuned(cfg, load_best_overrides(best), f"--best {best}")
@@ -304,7 +301,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     check_address(address)  # malformed or unreachable: before any data is read
     if backend == "ray":
         driver_on_cpu()  # the workers own the accelerators: the driver's model check stays on the CPU
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
     record = trials = note = None
@@ -320,9 +317,9 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     result = launch_stage(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
                           gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
                           before_training=check)
-    if record is not None and result["accounting"]:
+    if record is not None and result.accounting:
         result = with_tuning(result, Path(out), record, trials)
-    return LaunchResult.from_dict({**result, "tuning_note": note})
+    return dataclasses.replace(result, tuning_note=note)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -345,7 +342,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
         raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
     cfg = as_config(config, overrides)
     driver_on_cpu()  # the trials own the accelerators: the driver's model check stays on the CPU
-    check_config(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
+    check_inputs(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
     check_out_dir(out)
     check_address(address)
     check_study_file(Path(out), resume=resume)
@@ -396,7 +393,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     sizes = sizes if sizes == "auto" else list(sizes)
     seeds = seeds or section.seeds
     out = Path(out)
-    check_config(cfg)  # before any data is read
+    check_inputs(cfg)  # before any data is read
     check_out_dir(out)
     tuning.check(cfg)
     if vary == "batch" and sizes == "auto":
@@ -422,7 +419,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
             parts = total_budget.vary_parts(proxies, n, vary, list(factors or ([0.25, 0.5, 1.0] if vary == "data" else
                                                                                section.factors)), proxy_b, seeds,
                                             available)
-        planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg)
+        planned = total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
     else:
         planned = {}
     if vary == "data":
@@ -444,13 +441,12 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
 
 def _report_spent(result: dict, out: Path, tune, log) -> None:
     """privacy_spent.json of the fit's runs (into result), and one line saying what it is the cost to."""
-    from tanplan.workflow import privacy_spent
-
-    result["privacy_spent"] = spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    result["privacy_spent"] = spent.to_dict()  # the fit's JSON (fit.json's dict: tanplan.workflow.fit)
     result["tuning"] = tune.to_dict()
     whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
              else "the private training set")
-    log(f"ε of its {spent['runs']} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
+    log(f"ε of its {spent.runs} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
         f"({out / privacy_spent.FILE})")
 
 
@@ -466,17 +462,16 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     input is checked before any data is read, and the total ε the run will release on the private set before
     any training (BudgetExceeded above privacy.total_epsilon). resume: continue the run in out (same config
     and options); finished runs are kept."""
-    from tanplan.workflow.pipeline import run_pipeline
+    from tanplan.workflow.pipeline import run_pipeline  # lazy: JAX; importing the API imports none
 
     if tune_data not in (None, "public", "private"):
         raise UsageError(f"tune_data {tune_data!r} is not allowed: use public or private")
     cfg = as_config(config, overrides)
     if tune_data:
         cfg = cfg.with_overrides({"tuning.data": tune_data})
-    return RunResult.from_dict(run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
-                                            baseline_features=baseline_features, baseline_public=baseline_public,
-                                            proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway,
-                                            resume=resume))
+    return run_pipeline(cfg, out, trials=trials, address=address, log=log, baselines=baselines,
+                        baseline_features=baseline_features, baseline_public=baseline_public,
+                        proxy_batch_size=proxy_batch_size, launch_anyway=launch_anyway, resume=resume)
 
 
 def _g(v) -> str:
@@ -510,19 +505,19 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
 @_typed
 def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
-          progress: bool = False, log: Callable[[str], None] = lambda line: None):
+          progress: bool = False, log: Callable[[str], None] = lambda line: None) -> AuditResult:
     """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries,
-    its ε bounded from below; an AuditResult (tanplan.workflow.audit). The caller decides what a violation
+    its ε bounded from below; an AuditResult (tanplan.outcomes.audit). The caller decides what a violation
     means (the command exits 5)."""
-    from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit, check_audit_out, run_audit
-    from tanplan.workflow.inputs import check_config, check_out_dir
+    from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX; the planner's API imports this module
+                                        check_audit_out, run_audit)
 
     cfg = as_config(config, overrides)
     if proxy_batch_size is not None:
         cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
     canaries = DEFAULT_CANARIES if canaries is None else canaries
     confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
-    check_config(cfg)
+    check_inputs(cfg)
     check_out_dir(out)
     check_audit(cfg, canaries, confidence)
     check_audit_out(out)

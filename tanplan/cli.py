@@ -48,7 +48,7 @@ def build_parser(commands=COMMANDS) -> argparse.ArgumentParser:
             continue  # stage not built yet
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.configure(cmd)
-        cmd.set_defaults(_run=module.run)
+        cmd.set_defaults(_run=module.execute)
     return parser
 
 

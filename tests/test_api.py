@@ -1,4 +1,4 @@
-"""The Python API (tanplan.api, tanplan.results, the lazy names of `tanplan`): every public name resolves
+"""The Python API (tanplan.api, tanplan.outcomes, the lazy names of `tanplan`): every public name resolves
 (that planning through it imports no JAX: tests/test_layers.py), configs come from a Config, a TOML path or None with
 overrides, typed results read back the JSON they write, and the commands print exactly the API's results."""
 

@@ -27,11 +27,11 @@ RANKS = {
     "dp": 4,
     "engine": 5, "baselines": 5,
     "reports": 6,
-    "workflow": 7, "results": 7, "api": 7,
+    "workflow": 7, "api": 7,
     "commands": 8,
     "cli": 9, "__main__": 9, "__init__": 9,
 }
-JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.results", "tanplan.outcomes")
+JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.outcomes")
 JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
 # What tanplan/outcomes/ may import from tanplan (besides the standard library): it sits under engine/ and
 # reports/, so that both can name its types.

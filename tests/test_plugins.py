@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from fakes import fake_sweep_result
 from helpers import run_cli
 from plugin_fixture import plugin_toml, write_memmap_data, write_package
 
@@ -166,17 +167,13 @@ def _sweep_in_process(spec, out, *, address=None, resume=False, log=None):
     engine, best = the first (the test above runs the same stage through Ray workers)."""
     from pathlib import Path
 
-    from tanplan.workflow.sweep.space import overrides
     from tanplan.workflow.sweep.trial import run_trial
 
     params = {d.name: d.choices[0] if d.is_choice else d.low for d in spec.dims}
     for i in range(spec.trials):
         run_trial({"params": params, "trial": i, "seed": spec.seed + i, "kind": "search"}, base=spec.base,
                   dims=spec.dims, trials_dir=str(Path(out) / "trials"))
-    best = {"trial": 0, "params": params, "overrides": overrides(spec.dims, params), "search_accuracy": None,
-            "mean_accuracy": None}
-    return {"best": best, "trials": {"finished": spec.trials, "pruned": 0, "diverged": 0, "error": 0},
-            "wall_seconds": {"search": 0.0, "reruns": 0.0}}
+    return fake_sweep_result(spec, params, search_accuracy=None)  # the typed SweepResult run_sweep returns
 
 
 def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tanplan.data.dataset import check_labels
 from tanplan.errors import UsageError
 
 FEATURE_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -68,8 +69,6 @@ def _features(x, name: str) -> np.ndarray:
 
 
 def _labels(y, name: str) -> np.ndarray:
-    from tanplan.data.dataset import check_labels
-
     return check_labels(y, name, public=name.endswith("y_test"))  # class indices 0..C-1, C at most data.dataset.MAX_CLASSES
 
 

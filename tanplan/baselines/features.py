@@ -24,6 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tanplan.baselines.data import FEATURE_KEYS
+from tanplan.data.cache import cache_dir, load_arrays, save_arrays
+from tanplan.data.mnist1d import load_mnist1d
+from tanplan.fileio import write_bytes_atomic
+
 FEATURES_VERSION = 1
 EVAL_BATCH = 512
 
@@ -119,8 +124,6 @@ def train_encoder(x: np.ndarray, y: np.ndarray, spec: DemoSpec, num_classes: int
 
 def build_demo_features(spec: DemoSpec = DemoSpec()):
     """(private feature arrays, public feature arrays, info): trains the encoder on the public split."""
-    from tanplan.data.mnist1d import load_mnist1d
-
     public = load_mnist1d(spec.public_samples, spec.public_seed)
     private = load_mnist1d(spec.private_samples, spec.private_seed)
     encode = train_encoder(public.x_train, public.y_train, spec)
@@ -153,8 +156,6 @@ def demo_spec(avoid_seeds=()) -> DemoSpec:
 
 
 def _cache_paths(spec: DemoSpec, cache: Path | None) -> tuple[Path, Path]:
-    from tanplan.data.cache import cache_dir
-
     try:
         version = metadata.version("mnist1d")
     except metadata.PackageNotFoundError:
@@ -167,9 +168,6 @@ def _cache_paths(spec: DemoSpec, cache: Path | None) -> tuple[Path, Path]:
 
 def demo_features(spec: DemoSpec = DemoSpec(), cache: Path | None = None) -> tuple[Path, Path]:
     """Paths of the cached demo features.npz and public.npz, building them on the first call."""
-    from tanplan.data.cache import load_arrays, save_arrays
-    from tanplan.baselines.data import FEATURE_KEYS
-
     features_path, public_path = _cache_paths(spec, cache)
     if load_arrays(features_path, FEATURE_KEYS) is not None and load_arrays(public_path, ("x",)) is not None:
         return features_path, public_path
@@ -185,8 +183,6 @@ def demo_features(spec: DemoSpec = DemoSpec(), cache: Path | None = None) -> tup
 
 def write_demo_features(out_dir, spec: DemoSpec = DemoSpec()) -> tuple[Path, Path]:
     """Copy the (cached) demo features to out_dir/features.npz and out_dir/public.npz."""
-    from tanplan.fileio import write_bytes_atomic
-
     out_dir = Path(out_dir)
     paths = []
     for src in demo_features(spec):

@@ -18,8 +18,9 @@ import numpy as np
 
 from tanplan.baselines import METHODS, PUBLIC_METHODS, accounting
 from tanplan.baselines import first_order, least_squares, newton, prototypes
-from tanplan.baselines.data import (FeatureSet, accuracy, balanced_accuracy, imbalanced,
-                                    minority_accuracy)
+from tanplan.baselines.data import (FeatureSet, accuracy, balanced_accuracy, imbalanced, load_features,
+                                    load_public, minority_accuracy)
+from tanplan.baselines.features import demo_features, demo_spec
 from tanplan.errors import UsageError
 
 
@@ -213,26 +214,20 @@ def with_overrides(name: str, **changes) -> Any:
 
 
 
-def baseline_rows(epsilon: float | list[float], delta: float, features=None, public=None, methods="all",
-                  imbalance_ratio: float = 1.0, seed: int | None = None, repeats: int = 1,
-                  accountant: str = "analytic", avoid_seeds=()) -> tuple[list[dict], list[str]]:
-    """(rows, notes) for files on disk: the entry point of a `tanplan run` baseline stage.
+def baselines_on_files(epsilon: float | list[float], delta: float, features=None, public=None, methods="all",
+                       imbalance_ratio: float = 1.0, seed: int | None = None, repeats: int = 1,
+                       accountant: str = "analytic", avoid_seeds=()) -> tuple[list[BaselineResult], list[str]]:
+    """(results, notes) for files on disk: the entry point of a `tanplan run` baseline stage.
 
     features/public are .npz paths; features=None uses the cached demo features (and their public set)
     built by tanplan.baselines.features, from mnist1d draws whose seeds are none of `avoid_seeds` (the
     user's private mnist1d draw: the demo must neither train its encoder on it nor spend ε on it).
-    Rows are BaselineResult.to_dict() records.
     """
-    from tanplan.baselines.data import load_features, load_public
-
     if features is None:
-        from tanplan.baselines.features import demo_features, demo_spec
-
         features, public = demo_features(demo_spec(avoid_seeds))
     data = load_features(features)
     public_x = load_public(public, data.width) if public is not None else None
     names = select_methods(methods)
     warm_imports(names)
     eps_list = list(epsilon) if isinstance(epsilon, (list, tuple)) else [float(epsilon)]
-    results, notes = run_baselines(names, data, eps_list, delta, public_x, imbalance_ratio, seed, repeats, accountant)
-    return [r.to_dict() for r in results], notes
+    return run_baselines(names, data, eps_list, delta, public_x, imbalance_ratio, seed, repeats, accountant)

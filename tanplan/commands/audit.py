@@ -3,15 +3,20 @@ config describes with M gradient canaries and bound its ε from below (tanplan.w
 
 from __future__ import annotations
 
-from tanplan.commands._args import positive_int
+import argparse
+import sys
+
+from tanplan import api
+from tanplan.commands._args import positive_int, print_json, print_table
+from tanplan.errors import PrivacyViolation
+from tanplan.outcomes.audit import AuditResult
+from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
 
 HELP = ("audit a run's privacy empirically: train it with gradient canaries, bound ε from below (one-run audit) and "
         "compare with the ε it claims (exit 5 when the bound exceeds it)")
 
 
 def _confidence(text: str) -> float:
-    import argparse
-
     try:
         value = float(text)
     except ValueError:
@@ -22,8 +27,6 @@ def _confidence(text: str) -> float:
 
 
 def configure(parser) -> None:
-    from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE
-
     parser.add_argument("--config", default=None, help="TOML config of the run to audit (default: built-in defaults)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config key, e.g. --set train.steps=100 (repeatable)")
@@ -41,43 +44,41 @@ def configure(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args) -> int:
-    import sys
-
-    from tanplan import api
-    from tanplan.commands._args import print_json, print_table
-    from tanplan.errors import PrivacyViolation
-    from tanplan.workflow.audit import RUN_FOLDER
-
+def execute(args) -> int:
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,
                        log=lambda line: print(line, file=sys.stderr))
-    data = result.to_dict()
     if args.json:
-        print_json(data)
+        print_json(result.to_dict())
     else:
-        claim = data["claim"]
-        fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
-        rows = [("claimed ε (add/remove-one)", f"{fmt(claim['epsilon_rdp'])} (RDP), {fmt(claim['epsilon_pld'])} (PLD) "
-                                                f"at δ = {claim['delta']:.3g}"),
-                ("claimed ε (replace-one)", fmt(claim["epsilon_replace_one"]) if claim["epsilon_replace_one"] is not None
-                 else "not stated by this run"),
-                (f"lower bound ({data['confidence']:.0%})", f"ε ≥ {data['lower_bound']:.4g}: the one-sided interval "
-                                                             f"[{data['lower_bound']:.4g}, ∞)"),
-                ("bound / claim", f"{data['ratio']:.3g} (claim: {data['claimed_accountant'].upper()}, "
-                                  f"{data['claimed_epsilon']:.4g})"),
-                ("canaries", f"{data['canaries']} ({data['held_in']} held in); top {data['guesses']} guessed in, "
-                             f"{data['correct_guesses']} right; AUROC {data['auroc']:.3f}"),
-                ("run", f"{'proxy ' if data['proxy'] else ''}B = {data['batch_size']}, S = {data['steps']}, "
-                        f"σ = {data['sigma']:.4g}, N = {data['dataset_size']}"),
-                ("verdict", data["verdict"]),
-                ("wall time", f"{data['wall_seconds']:.0f} s")]
-        if args.out:
-            rows.append(("written to", f"{args.out} (audit.md, audit.json, canary_scores.png; {RUN_FOLDER}/ holds the "
-                                       "audited run: NOT a private release)"))
-        print_table(rows, title=f"tanplan audit: {api.as_config(args.config, args.overrides).experiment.name}")
-        print(data["note"])
-    if data["verdict"] == "violation":
-        raise PrivacyViolation(f"privacy violation: {data['reason']}")
+        print_table(_rows(result, args.out), title=f"tanplan audit: "
+                    f"{api.as_config(args.config, args.overrides).experiment.name}")
+        print(result.note)
+    if result.verdict == "violation":
+        raise PrivacyViolation(f"privacy violation: {result.reason}")
     return 0
+
+
+def _rows(result: AuditResult, out: str | None) -> list[tuple[str, str]]:
+    """The terminal's table of an audit."""
+    claim = result.claim
+    fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+    rows = [("claimed ε (add/remove-one)", f"{fmt(claim.epsilon_rdp)} (RDP), {fmt(claim.epsilon_pld)} (PLD) "
+                                            f"at δ = {claim.delta:.3g}"),
+            ("claimed ε (replace-one)", fmt(claim.epsilon_replace_one) if claim.epsilon_replace_one is not None
+             else "not stated by this run"),
+            (f"lower bound ({result.confidence:.0%})", f"ε ≥ {result.lower_bound:.4g}: the one-sided interval "
+                                                        f"[{result.lower_bound:.4g}, ∞)"),
+            ("bound / claim", f"{result.ratio:.3g} (claim: {result.claimed_accountant.upper()}, "
+                              f"{result.claimed_epsilon:.4g})"),
+            ("canaries", f"{result.canaries} ({result.held_in} held in); top {result.guesses} guessed in, "
+                         f"{result.correct_guesses} right; AUROC {result.auroc:.3f}"),
+            ("run", f"{'proxy ' if result.proxy else ''}B = {result.batch_size}, S = {result.steps}, "
+                    f"σ = {result.sigma:.4g}, N = {result.dataset_size}"),
+            ("verdict", result.verdict),
+            ("wall time", f"{result.wall_seconds:.0f} s")]
+    if out:
+        rows.append(("written to", f"{out} (audit.md, audit.json, canary_scores.png; {RUN_FOLDER}/ holds the "
+                                   "audited run: NOT a private release)"))
+    return rows

@@ -8,9 +8,10 @@ neighbours, trained on x_train/y_train and scored on x_test/y_test.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from tanplan.commands._args import float_list, positive_int, print_json, probability
+from tanplan.reports.baselines import text_table
+from tanplan.workflow.baseline import run_baseline
 
 HELP = "train private heads (DP-LS, DP-Newton, DP-FC, DP-Adam) and DP prototypes (DPPL) on frozen features"
 
@@ -63,74 +64,17 @@ def configure(parser) -> None:
     parser.add_argument("--out", metavar="DIR", help="write baseline.{json,csv,md} and accuracy_vs_epsilon.png")
 
 
-def run(args) -> int:
-    from tanplan.baselines import runner
-    from tanplan.baselines.data import imbalanced, load_features, load_public
-    from tanplan.reports.baselines import text_table, write_outputs
-    from tanplan.errors import UsageError
-
-    from tanplan.workflow.inputs import check_out_dir
-
-    from tanplan.baselines.accounting import MAX_EPSILON
-
-    methods = runner.select_methods(args.method)  # an unknown name fails before any work
-    for eps in args.epsilon or ():
-        if eps > MAX_EPSILON:
-            raise UsageError(f"--epsilon {eps:g} is not allowed: must be in (0, {MAX_EPSILON:g}] (above, a release "
-                             "protects nothing)")
-    check_out_dir(args.out)  # before the noise is drawn and the results printed
-    check_out_dir(args.make_features, "--make-features")
-    if args.features is None and not args.make_features:
-        raise UsageError("--features F.npz is required (or --make-features DIR for the demo features)")
-    if args.epsilon is None and not args.make_features:
-        raise UsageError("--epsilon E is required: the target ε (one value or a comma-separated list)")
-    if args.features is not None:  # files the user gave: checked before the demo encoder is trained
-        given = load_features(args.features)
-        if args.public:
-            load_public(args.public, given.width)
-    if args.make_features:
-        from tanplan.baselines.features import write_demo_features
-
-        features_path, public_path = write_demo_features(args.make_features)
-        print(f"tanplan: wrote {features_path} and {public_path}", file=sys.stderr)
-        args.features = args.features or str(features_path)
-        args.public = args.public or str(public_path)
-        if args.epsilon is None:
-            return 0
-    if args.features is None:
-        raise UsageError("--features F.npz is required (or --make-features DIR for the demo features)")
-    if args.epsilon is None:
-        raise UsageError("--epsilon E is required: the target ε (one value or a comma-separated list)")
-    data = load_features(args.features)
-    public = load_public(args.public, data.width) if args.public else None
-    if public is None and all(runner.REGISTRY[m].needs_public for m in methods):
-        raise UsageError(f"{', '.join(methods)} need a public set: pass --public P.npz")
-    n_used = len(imbalanced(data, args.imbalance_ratio).y_train)
-    from tanplan.privacy.plan import default_delta
-
-    delta = args.delta if args.delta is not None else default_delta(n_used)
-    if delta >= 1.0 / n_used:  # a warning, printed once every input is known to be good
-        print(f"tanplan: warning: delta={delta:g} is ≥ 1/n={1.0 / n_used:.3g}: such a δ allows releasing "
-              "an example outright", file=sys.stderr)
-
-    def progress(r) -> None:
-        print(f"tanplan: {r.method} at ε={r.target_epsilon:g}: balanced accuracy {r.balanced_accuracy:.3f} "
-              f"({r.wall_seconds:.1f} s)", file=sys.stderr)
-
-    runner.warm_imports(methods)
-    results, notes = runner.run_baselines(methods, data, args.epsilon, delta, public, args.imbalance_ratio,
-                                          args.seed, args.repeats, args.accountant, progress=progress)
-    rows = [r.to_dict() for r in results]
-    for note in notes:
-        print(f"tanplan: note: {note}", file=sys.stderr)
-    if args.out:
-        title = f"Baselines on {args.features} (imbalance ratio {args.imbalance_ratio:g}, δ = {delta:.1e})"
-        for path in write_outputs(args.out, rows, notes, title):
-            print(f"tanplan: wrote {path}", file=sys.stderr)
+def execute(args) -> int:
+    ran = run_baseline(method=args.method, epsilons=args.epsilon, features=args.features, public=args.public,
+                       delta=args.delta, imbalance_ratio=args.imbalance_ratio, accountant=args.accountant,
+                       repeats=args.repeats, seed=args.seed, make_features=args.make_features, out=args.out)
+    if ran is None:  # only the demo features were asked for
+        return 0
+    results, notes = ran
     if args.json:
-        print_json(rows)
+        print_json([r.to_dict() for r in results])
     else:
-        print(text_table(rows))
+        print(text_table(results))
         for note in notes:
             print(f"note: {note}")
     return 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tanplan.commands._args import positive_int
+from tanplan.commands._args import positive_int, print_json
+from tanplan.engine.bench import DEFAULT_BATCH, DEFAULT_MODELS, bench_model, input_shape
+from tanplan.errors import UsageError
 
 HELP = "time the DP-SGD step against the fastest non-private step of the same model and batch (ratio, samples/s)"
 
@@ -18,11 +20,8 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
-def run(args) -> int:
-    from tanplan.engine.bench import DEFAULT_MODELS, bench_model
-    from tanplan.commands._args import print_json
-    from tanplan.errors import UsageError
-    from tanplan.models import available_models
+def execute(args) -> int:
+    from tanplan.models import available_models  # lazy: JAX; `tanplan --help` builds this parser without it
 
     models = args.model or list(DEFAULT_MODELS)
     for m in models:
@@ -57,9 +56,7 @@ def _check_fits(model: str, batch_size: int | None) -> None:
     import jax
     import numpy as np
 
-    from tanplan.engine.bench import DEFAULT_BATCH, input_shape
-    from tanplan.errors import UsageError
-    from tanplan.models import create_model
+    from tanplan.models import create_model  # lazy: JAX; `tanplan --help` builds this parser without it
 
     batch = batch_size or DEFAULT_BATCH.get(model, 256)
     shape = input_shape(model)

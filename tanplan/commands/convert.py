@@ -3,15 +3,18 @@ at training time (`data.dataset = "memmap"`, `data.path = DIR`) without ever bei
 
 from __future__ import annotations
 
+import argparse
+
 from tanplan.commands._args import positive_int, print_json
+from tanplan.data import memmap
+from tanplan.errors import UsageError
+from tanplan.workflow.inputs import check_out_dir
 
 HELP = ("convert CIFAR-10's batches or an image folder (train/<class>/, test/<class>/ or val/<class>/) into a "
         "memmap folder that training reads by index (data.dataset = \"memmap\")")
 
 
 def _floats(text: str) -> tuple[float, ...]:
-    import argparse
-
     try:
         return tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
@@ -33,15 +36,10 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the folder's description as JSON")
 
 
-def run(args) -> int:
-    from tanplan.data import memmap
-    from tanplan.workflow.inputs import check_out_dir
-
+def execute(args) -> int:
     check_out_dir(args.out)
     if args.kind == "cifar10":
         if args.mean or args.std or args.channels != 3:
-            from tanplan.errors import UsageError
-
             raise UsageError("--mean, --std and --channels are not allowed with --from cifar10: its constants are "
                              "CIFAR-10's published ones")
         out = memmap.convert_cifar10(args.source, args.out)

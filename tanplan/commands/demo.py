@@ -7,8 +7,12 @@ to experiments/mnist1d.toml: one file), so the demo runs from an installed wheel
 
 from __future__ import annotations
 
+import argparse
 from importlib.resources import files
 from pathlib import Path
+
+from tanplan.commands import plan, run as run_command
+from tanplan.errors import UsageError
 
 HELP = "the demo: the paper's ImageNet plan, then plan → sweep → ladder → launch → baselines on mnist1d"
 
@@ -22,10 +26,7 @@ def configure(parser) -> None:
                         help="reports/ by default: DIR/imagenet/plan and DIR/mnist1d")
 
 
-def run(args) -> int:
-    from tanplan.commands import plan, run as run_command
-    from tanplan.errors import UsageError
-
+def execute(args) -> int:
     if not CONFIG.is_file():
         raise UsageError(f"the demo config {CONFIG} is missing: reinstall tanplan (it ships in the package)")
     print("== the paper's ImageNet plan")
@@ -34,9 +35,7 @@ def run(args) -> int:
         return code
     print("\n== mnist1d: plan → sweep → ladder → launch (proxies on public data), then the cheaper private "
           "methods at the same ε")
-    from pathlib import Path
-
-    from tanplan.workflow.pipeline import RUN_FILE
+    from tanplan.workflow.pipeline import RUN_FILE  # lazy: JAX; the planner install imports this module for CONFIG
 
     again = ["--resume"] if (Path(args.out) / "mnist1d" / RUN_FILE).is_file() else []  # a second demo reuses it
     return _invoke(run_command, ["--config", str(CONFIG), "--out", f"{args.out}/mnist1d", "--baselines", *again])
@@ -44,8 +43,6 @@ def run(args) -> int:
 
 def _invoke(command, argv: list[str]) -> int:
     """Run a sub-command's module on argv, as `tanplan <command> argv` would."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog=f"tanplan {command.__name__.rpartition('.')[2]}")
     command.configure(parser)
-    return int(command.run(parser.parse_args(argv)) or 0)
+    return int(command.execute(parser.parse_args(argv)) or 0)

@@ -35,7 +35,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     # every input (config, best.json, folder, tuning data, the ladder's or the sizes') is checked before any data
     result = api.fit(args.config, args.out, overrides=args.set, best=args.best, batch_sizes=args.batch_sizes,
                      seeds=args.seeds, vary=args.vary, factors=args.factors, proxy_batch_size=args.proxy_batch_size,

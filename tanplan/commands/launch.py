@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+
+from tanplan import api
 from tanplan.commands._args import positive_int, print_json
 
 HELP = "run the full-scale DP-SGD training of a config, exactly accounted (exit 3 if over the ε budget)"
 
 
 def non_negative_int(text: str) -> int:
-    import argparse
-
     try:
         value = int(text)
     except ValueError:
@@ -36,31 +37,28 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
-    from tanplan import api
-
+def execute(args) -> int:
     # every input (config, best.json and its tuning runs, backend, address, folder) is checked before any data is read
     result = api.launch(args.config, args.out, overrides=args.set, best=args.best, progress=not args.json,
                         backend=args.backend, resume=args.resume, num_workers=args.num_workers,
                         gpus_per_worker=args.gpus_per_worker, address=args.address,
-                        allow_public_noise=args.allow_public_noise).to_dict()
-    note = result["tuning_note"]
+                        allow_public_noise=args.allow_public_noise)
     if args.json:
-        print_json(result)
+        print_json(result.to_dict())
         return 0
-    s, a = result["summary"], result["accounting"]
+    a = result.accounting
     if a:
-        relation = "" if a["neighbouring"] == "add_remove" else ", replace-one of record"
-        eps = (f"ε = {a['epsilon']:.4g} ({a['accountant'].upper()}{relation}; RDP {a['epsilon_rdp']:.4g}, PLD "
-               f"{a['epsilon_pld']:.4g}, replace-one {a['epsilon_replace_one']:.4g}) at δ = {a['delta']:.3g}")
+        relation = "" if a.neighbouring == "add_remove" else ", replace-one of record"
+        eps = (f"ε = {a.epsilon:.4g} ({a.accountant.upper()}{relation}; RDP {a.epsilon_rdp:.4g}, PLD "
+               f"{a.epsilon_pld:.4g}, replace-one {a.epsilon_replace_one:.4g}) at δ = {a.delta:.3g}")
     else:
         eps = "non-private"
-    print(f"test accuracy {s['test_accuracy']:.4f}; {eps}; {result['wall_seconds']:.1f} s")
-    if note:
-        print(note)
-    if "epsilon_total" in result and result["tuning_data"] == "private":
-        print(f"total ε on the private set (the sweep's {result['epsilon_total_runs'] - 1} runs and the launch): "
-              f"{result['epsilon_total']:.4g} ({result['epsilon_total_accountant'].upper()}; RDP "
-              f"{result['epsilon_total_rdp']:.4g}) at δ = {a['delta']:.3g}"
-              + (f" ({result['epsilon_total_note']})" if result["epsilon_total_note"] else ""))
+    print(f"test accuracy {result.summary.test_accuracy:.4f}; {eps}; {result.wall_seconds:.1f} s")
+    if result.tuning_note:
+        print(result.tuning_note)
+    if result.tuning_data == "private":
+        print(f"total ε on the private set (the sweep's {result.epsilon_total_runs - 1} runs and the launch): "
+              f"{result.epsilon_total:.4g} ({result.epsilon_total_accountant.upper()}; RDP "
+              f"{result.epsilon_total_rdp:.4g}) at δ = {a.delta:.3g}"
+              + (f" ({result.epsilon_total_note})" if result.epsilon_total_note else ""))
     return 0

@@ -28,7 +28,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     source = " ".join(["--config", shlex.quote(args.config)] + [f"--set {shlex.quote(s)}" for s in args.set]
                       + ([f"--best {shlex.quote(args.best)}"] if args.best else []))
     log = (lambda *a, **k: None) if args.json else print

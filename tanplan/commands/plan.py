@@ -18,7 +18,7 @@ HELP = ("compute σ (or ε), η, TAN, ε_TAN and the exact ε of a DP-SGD plan, 
 def add_target_arguments(parser, *, frontier: bool = False) -> None:
     """The target (N, B, S, σ or ε, δ, accountant): shared by `plan` and `proxy`.
 
-    With frontier=True (`plan`), --batch-size and --steps may be left out for the --compute mode; run()
+    With frontier=True (`plan`), --batch-size and --steps may be left out for the --compute mode; execute()
     then checks that they are given whenever no compute budget is.
     """
     parser.add_argument("--dataset-size", type=positive_int, required=True, metavar="N", help="training set size N")
@@ -81,7 +81,7 @@ def plan_result(args, **extra):
                     neighbouring=getattr(args, "neighbouring", "add_remove"), warn=_warn, **extra)
 
 
-def run(args) -> int:
+def execute(args) -> int:
     if args.compute is not None or args.device_hours is not None:
         return run_frontier(args)
     for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps)):

@@ -18,7 +18,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (an object, or a list for several proxies)")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     proxies = api.proxy(args.dataset_size, args.batch_size, args.steps, proxy_batch_sizes=args.proxy_batch_size or (),
                         savings=args.savings, sigma=args.sigma, epsilon=args.epsilon, delta=args.delta,
                         accountant=args.accountant, neighbouring=args.neighbouring, warn=_warn)

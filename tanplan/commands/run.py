@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from tanplan import api
 from tanplan.commands._args import positive_int, print_json
+from tanplan.errors import NotLaunched
+from tanplan.reports.fit import prediction_text
 
 HELP = ("chain plan, sweep, proxy ladder (the batch law and its interval for one launch) and the full-scale launch "
         "(not launched, exit 4, when the proxies cannot predict it); write report.md and summary.json")
@@ -30,26 +33,20 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def run(args) -> int:
-    from tanplan import api
-    from tanplan.errors import NotLaunched
-    from tanplan.reports.fit import prediction_text
-
-    summary = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
-                      address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
-                      baseline_features=args.baseline_features, baseline_public=args.baseline_public,
-                      proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway,
-                      resume=args.resume).to_dict()
+def execute(args) -> int:
+    result = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
+                     address=args.address, log=(lambda *a: None) if args.json else print, baselines=args.baselines,
+                     baseline_features=args.baseline_features, baseline_public=args.baseline_public,
+                     proxy_batch_size=args.proxy_batch_size, launch_anyway=args.launch_anyway, resume=args.resume)
     if args.json:
-        print_json(summary)
-    if not summary["launched"]:
-        raise NotLaunched(f"not launched: {summary['reason']}; {summary['what_to_change']} "
+        print_json(result.to_dict())
+    if not result.launched:
+        raise NotLaunched(f"not launched: {result.reason}; {result.what_to_change} "
                           f"(or rerun with --resume --launch-anyway: its runs are kept); report {args.out}/report.md")
     if not args.json:
-        acc = summary["accountant"].upper()
-        print(f"{prediction_text(summary)}, actual {summary['actual_accuracy']:.4f}; launch ε = "
-              f"{summary['launch_epsilon']:.4g} ({acc}; RDP {summary['epsilon_rdp']:.4g}, replace-one "
-              f"{summary['epsilon_replace_one']:.4g}), total ε on the private set = {summary['epsilon_total']:.4g} "
-              f"({summary['epsilon_total_accountant'].upper()}; {summary['tuning_data']} tuning data); proxy compute "
-              f"{summary['proxy_compute_fraction']:.4f} of the target's; report {args.out}/report.md")
+        print(f"{prediction_text(result)}, actual {result.actual_accuracy:.4f}; launch ε = "
+              f"{result.launch_epsilon:.4g} ({result.accountant.upper()}; RDP {result.epsilon_rdp:.4g}, replace-one "
+              f"{result.epsilon_replace_one:.4g}), total ε on the private set = {result.epsilon_total:.4g} "
+              f"({result.epsilon_total_accountant.upper()}; {result.tuning_data} tuning data); proxy compute "
+              f"{result.proxy_compute_fraction:.4f} of the target's; report {args.out}/report.md")
     return 0

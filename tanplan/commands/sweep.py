@@ -35,7 +35,7 @@ def configure(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print best.json's content as JSON")
 
 
-def run(args) -> int:
+def execute(args) -> int:
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     try:  # every input (config, folder, address, study, space, tuning data) is checked before any data is read
         result = api.sweep(args.config, args.out, overrides=args.overrides, proxy_batch_size=args.proxy_batch_size,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from tanplan import api
+from tanplan.commands._args import print_json, print_table
+
 RELATION = {"add_remove": "add/remove-one", "replace_one": "replace-one"}
 HELP = "train one DP-SGD run from a TOML config; writes summary.json, metrics.jsonl and a checkpoint"
 
@@ -17,10 +20,7 @@ def configure(parser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def run(args) -> int:
-    from tanplan import api
-    from tanplan.commands._args import print_json, print_table
-
+def execute(args) -> int:
     cfg = api.as_config(args.config, args.overrides)  # bad keys and values fail here, before any compute
     # names, paths, plug-ins, the folder and --resume are checked before the data is loaded or generated
     summary = api.train(cfg, args.out, resume=args.resume, progress=not args.quiet)

@@ -7,6 +7,7 @@ a sweep's trials frame, or the records of a grid of `tanplan train` runs.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from tanplan.reports.figures import figure
@@ -37,8 +38,10 @@ def plot_prune_drop(df, path: str | Path, metric: str = "test_accuracy", title: 
     table = prune_drop_table(df, metric)
     with figure(path, figsize=(5, 3.5)) as (fig, ax):
         for prune, group in table.groupby("prune_rate"):
-            ax.errorbar(group["grad_drop_rate"], group["mean"], yerr=group["std"].fillna(0.0), marker="o",
-                        capsize=3, label=f"prune rate {prune:g}")
+            cells = list(group.itertuples())  # one per drop rate: its mean, std (NaN for one seed), ...
+            ax.errorbar([c.grad_drop_rate for c in cells], [c.mean for c in cells],
+                        yerr=[0.0 if math.isnan(c.std) else c.std for c in cells], marker="o", capsize=3,
+                        label=f"prune rate {prune:g}")
         ax.set_xlabel("gradient-drop rate")
         ax.set_ylabel(metric.replace("_", " "))
         ax.set_title(title or "accuracy against pre-pruning and gradient-dropping rates", fontsize=9)
@@ -50,7 +53,7 @@ def plot_prune_drop(df, path: str | Path, metric: str = "test_accuracy", title: 
 def markdown_table(df, metric: str = "test_accuracy") -> str:
     """The table as Markdown: mean ± std (n) per cell, rows = prune rate, columns = drop rate."""
     table = prune_drop_table(df, metric)
-    drops = sorted(table["grad_drop_rate"].unique())
+    drops = sorted(table.grad_drop_rate.unique())
     lines = ["| prune \\ drop | " + " | ".join(f"{d:g}" for d in drops) + " |",
              "| --- |" + " --- |" * len(drops)]
     for prune, group in table.groupby("prune_rate"):

@@ -5,32 +5,35 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tanplan.outcomes.fit import FitResult, LadderResult
+from tanplan.outcomes.pipeline import RunResult, SweepChoice
 from tanplan.privacy import tan
 from tanplan.reports.fit import fit_markdown
 from tanplan.reports.ladder import ladder_markdown
 
 
-def run_report(name: str, plan, fit_result: dict | None, summary: dict, out: Path, ladder: dict | None = None) -> str:
+def run_report(name: str, plan, fit_result: FitResult | None, summary: RunResult, out: Path,
+               ladder: LadderResult | None = None) -> str:
     """report.md of `tanplan run`: the plan, the sweep, the ladder, the law and the launch (or why not)."""
     sections = [f"# tanplan run: {name}", _plan(plan, summary)]
-    if not summary["launched"]:
+    if not summary.launched:
         sections.append(_not_launched(summary))
     sweep = _sweep(out)
     if sweep:
-        sections.append(f"## Sweep on the proxy\n{sweep}{_choice(summary.get('sweep_choice'))}")
+        sections.append(f"## Sweep on the proxy\n{sweep}{_choice(summary.sweep_choice)}")
     if ladder is not None:
         sections.append(f"## Proxy ladder: the chosen configuration's proxies\n![ladder](ladder/ladder.png)\n\n"
                         f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
-    if fit_result is not None and isinstance(fit_result.get("law"), dict):
+    if fit_result is not None and fit_result.law is not None:
         sections.append(_law_and_launch(fit_result, summary))
     sections.append(_privacy(summary))
     sections.append(_compute(plan, summary))
     return "\n\n".join(sections) + "\n"
 
 
-def _plan(plan, summary: dict) -> str:
-    eps_rdp = summary["epsilon_rdp"] if summary["epsilon_rdp"] is not None else plan.epsilon("rdp")
-    eps_pld = summary["epsilon_pld"] if summary["epsilon_pld"] is not None else plan.epsilon("pld")
+def _plan(plan, summary: RunResult) -> str:
+    eps_rdp = summary.epsilon_rdp if summary.epsilon_rdp is not None else plan.epsilon("rdp")
+    eps_pld = summary.epsilon_pld if summary.epsilon_pld is not None else plan.epsilon("pld")
     return f"""## Plan
 | N | B | S | σ | δ | η | ε_TAN (heuristic) | exact ε (RDP) | exact ε (PLD) | regime |
 |---|---|---|---|---|---|---|---|---|---|
@@ -39,9 +42,9 @@ def _plan(plan, summary: dict) -> str:
 {tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md)."""
 
 
-def _not_launched(summary: dict) -> str:
-    return (f"## Not launched\nThe full-scale run was not launched (stopped at the {summary['stopped_at']} stage): "
-            f"{summary['reason']}.\n\n**What to change**: {summary['what_to_change']}. "
+def _not_launched(summary: RunResult) -> str:
+    return (f"## Not launched\nThe full-scale run was not launched (stopped at the {summary.stopped_at} stage): "
+            f"{summary.reason}.\n\n**What to change**: {summary.what_to_change}. "
             f"`tanplan run --launch-anyway` launches regardless.")
 
 
@@ -52,67 +55,68 @@ def _sweep(out: Path) -> str:
     return re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_").strip()
 
 
-def _choice(choice: dict | None) -> str:
+def _choice(choice: SweepChoice | None) -> str:
     """The chosen configuration's seed spread (the sweep's re-runs)."""
-    if not choice or choice.get("mean_accuracy") is None:
+    if not choice or choice.mean_accuracy is None:
         return ""
-    std = f" ± {choice['std_accuracy']:.4f} (std)" if choice.get("std_accuracy") is not None else ""
-    return (f"\n\n**Chosen configuration** {choice['overrides']}: {choice['mean_accuracy']:.4f}{std} over its "
-            f"{choice['reruns']} re-run seeds (search trial: {choice['search_accuracy']:.4f}).")
+    std = f" ± {choice.std_accuracy:.4f} (std)" if choice.std_accuracy is not None else ""
+    return (f"\n\n**Chosen configuration** {choice.overrides}: {choice.mean_accuracy:.4f}{std} over its "
+            f"{choice.reruns} re-run seeds (search trial: {choice.search_accuracy:.4f}).")
 
 
-def _law_and_launch(fit_result: dict, summary: dict) -> str:
-    figure = "scaling_law.png" if summary["launched"] else "fit/scaling_law.png"
-    text = f"## Batch law{' and the full-scale run' if summary['launched'] else ''}\n![batch law]({figure})\n\n" \
+def _law_and_launch(fit_result: FitResult, summary: RunResult) -> str:
+    figure = "scaling_law.png" if summary.launched else "fit/scaling_law.png"
+    text = f"## Batch law{' and the full-scale run' if summary.launched else ''}\n![batch law]({figure})\n\n" \
            f"{fit_markdown(fit_result)}"
-    if not summary["launched"]:
+    if not summary.launched:
         return text
     anyway = ("\n\nLaunched with `--launch-anyway` although the proxies could not be trusted to predict it."
-              if summary.get("launched_anyway") else "")
-    if summary["predicted_accuracy"] is None:
-        return text + anyway + f"\n\nActual accuracy of the full-scale run: {summary['actual_accuracy']:.4f} (no prediction)."
-    low, high = summary["prediction_interval"]
+              if summary.launched_anyway else "")
+    if summary.predicted_accuracy is None:
+        return text + anyway + f"\n\nActual accuracy of the full-scale run: {summary.actual_accuracy:.4f} (no prediction)."
+    low, high = summary.prediction_interval
     return text + anyway + f"""
 
 | predicted | interval | actual | abs. error | inside interval |
 |---|---|---|---|---|
-| {summary['predicted_accuracy']:.4f} | [{low:.4f}, {high:.4f}] | {summary['actual_accuracy']:.4f} | {summary['abs_error']:.4f} | {summary['actual_inside_interval']} |"""
+| {summary.predicted_accuracy:.4f} | [{low:.4f}, {high:.4f}] | {summary.actual_accuracy:.4f} | {summary.abs_error:.4f} | {summary.actual_inside_interval} |"""
 
 
-def _privacy(summary: dict) -> str:
+def _privacy(summary: RunResult) -> str:
     """What the pipeline cost the private training examples, and which ε is the guarantee."""
-    tuning = summary["tuning"]
+    tuning = summary.tuning
     fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
     sizes = ""
-    if tuning["tuning_data"] == "public" and tuning["sizes_differ"]:
-        sizes = (f" The public set has {tuning['tuning_size']} examples against N = {tuning['private_size']}: the "
+    if tuning.tuning_data == "public" and tuning.sizes_differ:
+        sizes = (f" The public set has {tuning.tuning_size} examples against N = {tuning.private_size}: the "
                  "proxies keep the target's η_step (σ' = q'/(√2·η_step), q' = B'/N_pub), and the law is "
                  "extrapolated across data sizes as well as batch sizes.")
+    note = f" {summary.epsilon_total_note}." if summary.epsilon_total_note else ""
     return f"""## Privacy
-Proxies learned on {tuning['source']} (tuning data: **{tuning['tuning_data']}**).{sizes}
+Proxies learned on {tuning.source} (tuning data: **{tuning.tuning_data}**).{sizes}
 
 | | ε (RDP, add/remove-one) | ε (PLD, add/remove-one) | ε (PLD, replace-one) | δ |
 |---|---|---|---|---|
-| the launch alone | {fmt(summary['epsilon_rdp'])} | {fmt(summary['epsilon_pld'])} | {fmt(summary.get('epsilon_replace_one'))} | {summary['delta']:.3g} |
-| every release on the private set ({summary['epsilon_total_runs']} runs) | {fmt(summary['epsilon_total_rdp'])} | {fmt(summary['epsilon_total_pld'])} | {fmt(summary.get('epsilon_total_replace_one'))} | {summary['delta']:.3g} |
+| the launch alone | {fmt(summary.epsilon_rdp)} | {fmt(summary.epsilon_pld)} | {fmt(summary.epsilon_replace_one)} | {summary.delta:.3g} |
+| every release on the private set ({summary.epsilon_total_runs} runs) | {fmt(summary.epsilon_total_rdp)} | {fmt(summary.epsilon_total_pld)} | {fmt(summary.epsilon_total_replace_one)} | {summary.delta:.3g} |
 
-Accountant of record: {str(summary.get('accountant', 'pld')).upper()}, relation of record:
-{str(summary.get('neighbouring', 'add_remove')).replace('_', '/')} (σ is calibrated to it; docs/privacy.md says when
-each relation holds).{' ' + summary['epsilon_total_note'] + '.' if summary.get('epsilon_total_note') else ''}
-Which is the guarantee: {summary['guarantee']}."""
+Accountant of record: {summary.accountant.upper()}, relation of record:
+{summary.neighbouring.replace('_', '/')} (σ is calibrated to it; docs/privacy.md says when
+each relation holds).{note}
+Which is the guarantee: {summary.guarantee}."""
 
 
-def _compute(plan, summary: dict) -> str:
-    c = summary["proxy_compute"]
-    wall = f"Total wall time {summary['wall_seconds']:.0f} s"
-    if summary["launch_wall_seconds"] is not None:
-        wall += f", of which the full-scale run {summary['launch_wall_seconds']:.0f} s"
+def _compute(plan, summary: RunResult) -> str:
+    c = summary.proxy_compute
+    wall = f"Total wall time {summary.wall_seconds:.0f} s"
+    if summary.launch_wall_seconds is not None:
+        wall += f", of which the full-scale run {summary.launch_wall_seconds:.0f} s"
     return f"""## Compute
-Proxy runs ({c['runs']}) processed, as a fraction of the examples of the full-scale run (B·S = {plan.batch_size} × {plan.steps}):
+Proxy runs ({c.runs}) processed, as a fraction of the examples of the full-scale run (B·S = {plan.batch_size} × {plan.steps}):
 
 | sweep | ladder | fit | total |
 |---|---|---|---|
-| {c['sweep']:.4f} | {c['ladder']:.4f} | {c['fit']:.4f} | {c['total']:.4f} |
+| {c.sweep:.4f} | {c.ladder:.4f} | {c.fit:.4f} | {c.total:.4f} |
 
-The ladder's budget (fit.max_proxy_fraction, fit.min_proxy_budget) bounds the ladder; the sweep's cost is set by
-[sweep] (trials, re-runs). {wall}."""
+The ladder's budget (fit.max_proxy_fraction, fit.min_proxy_budget) bounds the ladder; the sweep's cost is
+set by [sweep] (trials, re-runs). {wall}."""

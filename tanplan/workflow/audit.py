@@ -45,13 +45,16 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tanplan.config import Config
 from tanplan.errors import TanplanError, UsageError
+from tanplan.outcomes.audit import Assessment, AuditResult, Claim
+from tanplan.outcomes.fields import fields_of
+from tanplan.reports.audit import write_audit
 
 DEFAULT_CANARIES = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -93,7 +96,7 @@ def one_run_bound(held_in: np.ndarray, held_out: np.ndarray, delta: float, confi
     >>> one_run_bound(rng.normal(8, 1, size=500), rng.normal(size=500), 1e-5, 0.95).epsilon > 2
     True
     """
-    from jax_privacy import auditing
+    from jax_privacy import auditing  # lazy: JAX; the CLI's parser imports this module for its defaults
 
     auditor = auditing.CanaryScoreAuditor(held_in, held_out)
     pooled = np.sort(np.concatenate([held_in, held_out]))[::-1]
@@ -108,61 +111,9 @@ def one_run_bound(held_in: np.ndarray, held_out: np.ndarray, delta: float, confi
     return best
 
 
-@dataclass(frozen=True, kw_only=True)
-class Claim:
-    """The ε the audited run states (its ledger's, at its δ), as its summary gives them."""
-
-    epsilon_rdp: float | None
-    epsilon_pld: float | None  # None for a proxy (the engine reports a proxy's ε with RDP only)
-    epsilon_replace_one: float | None  # None until the run states it
-    accountant: str
-    delta: float
-
-    @property
-    def add_remove(self) -> tuple[float, str]:
-        """(ε, accountant): the smallest add/remove-one ε the run states, the one the canaries test."""
-        stated = [(e, name) for e, name in ((self.epsilon_pld, "pld"), (self.epsilon_rdp, "rdp")) if e is not None]
-        return min(stated)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AuditResult:
-    """What `tanplan audit` reports (audit.json)."""
-
-    verdict: str  # "consistent" (bound ≤ claim) or "violation" (bound > claim at the confidence)
-    reason: str
-    claim: Claim
-    claimed_epsilon: float  # the smallest add/remove-one ε the run states
-    claimed_accountant: str
-    lower_bound: float  # ε ≥ lower_bound with the stated confidence: the one-sided interval [lower_bound, ∞)
-    ratio: float  # lower_bound / claimed_epsilon
-    confidence: float
-    method: str
-    guesses: int
-    correct_guesses: int
-    auroc: float  # of the scores, held in against held out (0.5: no separation)
-    canaries: int
-    held_in: int
-    held_out: int
-    canary_coordinates: int  # b: the coordinates of each canary
-    dataset_size: int
-    batch_size: int
-    steps: int
-    sigma: float
-    clip_norm: float
-    proxy: bool
-    wall_seconds: float
-    run_folder: str | None
-    note: str = ("The audited run trained canaries: its model and metrics are NOT a private release. The bound is a "
-                 "lower bound: above the claim it refutes it at the stated confidence; below it, it proves nothing.")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confidence: float) -> dict:
+def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confidence: float) -> Assessment:
     """Bound, AUROC and verdict of one audit's scores against the run's claim."""
-    from jax_privacy import auditing
+    from jax_privacy import auditing  # lazy: JAX; the CLI's parser imports this module for its defaults
 
     bound = one_run_bound(scores_in, scores_out, claim.delta, confidence)
     claimed, accountant = claim.add_remove
@@ -173,17 +124,17 @@ def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confiden
               "than accounted" if violated else
               f"the audit's {level} lower bound ε ≥ {bound.epsilon:.4g} does not exceed the claimed ε = {claimed:.4g} "
               f"({accountant.upper()}, add/remove-one, δ = {claim.delta:.3g})")
-    return {"verdict": "violation" if violated else "consistent", "reason": reason, "claimed_epsilon": claimed,
-            "claimed_accountant": accountant, "lower_bound": bound.epsilon, "guesses": bound.guesses,
-            "correct_guesses": bound.correct, "ratio": bound.epsilon / claimed if claimed > 0 else math.inf,
-            "auroc": float(auditing.CanaryScoreAuditor(scores_in, scores_out).attack_auroc())}
+    return Assessment(verdict="violation" if violated else "consistent", reason=reason, claimed_epsilon=claimed,
+                      claimed_accountant=accountant, lower_bound=bound.epsilon, guesses=bound.guesses,
+                      correct_guesses=bound.correct, ratio=bound.epsilon / claimed if claimed > 0 else math.inf,
+                      auroc=float(auditing.CanaryScoreAuditor(scores_in, scores_out).attack_auroc()))
 
 
 # ---------------------------------------------------------------- checks, then the driver
 
 def check_audit(cfg: Config, canaries: int, confidence: float) -> None:
     """UsageError for what the audit cannot audit, before any data is read or any file written."""
-    from tanplan.engine.sparsity import enabled
+    from tanplan.engine.sparsity import enabled  # lazy: JAX; the CLI's parser imports this module for its defaults
 
     if not cfg.privacy.private:
         raise UsageError("privacy.private = false is not allowed for an audit: a non-private run claims no ε")
@@ -209,7 +160,7 @@ def check_canary_room(cfg: Config, canaries: int) -> None:
     Loads the data (its input shape) and initialises the model abstractly: before any file is written."""
     import jax
 
-    from tanplan.engine.setup import build_model, load_data, public_example
+    from tanplan.engine.setup import build_model, load_data, public_example  # lazy: JAX; the API (the planner's) imports this module
 
     dataset = load_data(cfg)  # its metadata only: the input shape, from sources too
     model = build_model(cfg, dataset.num_classes)
@@ -225,7 +176,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
               log=lambda line: print(line, file=sys.stderr)) -> AuditResult:
     """Train cfg's run with `canaries` gradient canaries into out/run (nothing written when out is None),
     score them, bound ε and write out/audit.json, audit.md and canary_scores.png. Checks every input first."""
-    from tanplan.engine.loop import train_and_evaluate
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; the API (the planner's) imports this module
 
     check_audit(cfg, canaries, confidence)
     check_audit_out(out)
@@ -244,7 +195,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
                   epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant,
                   delta=summary.delta)
     figures = assess(scores[held_in], scores[~held_in], claim, confidence)
-    result = AuditResult(**figures, claim=claim, confidence=confidence,
+    result = AuditResult(**fields_of(figures), claim=claim, confidence=confidence,
                          method=("one-run (Steinke, Nasr, Jagielski 2023) with jax-privacy's CanaryScoreAuditor, "
                                  f"white-box gradient canaries, top-k guesses for k in {len(GUESS_FRACTIONS)} "
                                  "fractions of M, union-bounded"),
@@ -255,8 +206,6 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
                          wall_seconds=time.perf_counter() - started,
                          run_folder=str(workdir) if workdir is not None else None)
     if out is not None:
-        from tanplan.reports.audit import write_audit
-
         sums = record.observations.sum(axis=0)
         for path in write_audit(result, scores[held_in], scores[~held_in], sums[held_in], sums[~held_in], out):
             log(f"tanplan: wrote {path}")

@@ -3,7 +3,7 @@ data is loaded or generated, any noise is drawn or any step is trained, so that 
 and one line (UsageError, exit 2) rather than a dataset generation, a sweep or a spent budget.
 
     >>> from tanplan.config import load_config
-    >>> check_config(load_config(None, ["model.name=cnn1d"]))  # mnist1d, a 1D model: fine
+    >>> check_inputs(load_config(None, ["model.name=cnn1d"]))  # mnist1d, a 1D model: fine
 """
 
 from __future__ import annotations
@@ -11,11 +11,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tanplan import task
 from tanplan.config import Config
+from tanplan.data import dataset_kind
+from tanplan.data.cifar10 import resolve_dir
+from tanplan.data.memmap import read_meta
 from tanplan.errors import UsageError
+from tanplan.plugins import is_import_path
+from tanplan.workflow.sweep.space import default_space, parse_space
 
 
-def check_config(cfg: Config) -> None:
+def check_inputs(cfg: Config) -> None:
     """The dataset (name, and its path where it reads one), the model (name, width, depth, norm order,
     and that it reads this dataset's kind of input) and the augmentation family, without loading data.
 
@@ -24,10 +30,8 @@ def check_config(cfg: Config) -> None:
     public synthetic batch of the data's input shape (tanplan.engine.setup.build_model), which needs the
     data's metadata: a plugged-in loader or a memmap folder reads none of its rows for it, a built-in
     dataset is loaded."""
-    from tanplan import task
-    from tanplan.data import available_augmentations, dataset_kind
-    from tanplan.models import MODELS, create_model
-    from tanplan.plugins import is_import_path
+    from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
+    from tanplan.models import MODELS, create_model  # lazy: JAX; the API (the planner's) imports this module
 
     d, m = cfg.data, cfg.model
     task.from_config(cfg)  # the [task] import paths
@@ -35,7 +39,7 @@ def check_config(cfg: Config) -> None:
     kind = dataset_kind(d.dataset, d.path or None, d.options)
     create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
     if is_import_path(m.name) or cfg.task.loss or cfg.task.metric:
-        from tanplan.engine.setup import build_model, load_data
+        from tanplan.engine.setup import build_model, load_data  # lazy: JAX; the API (the planner's) imports this module
 
         data = load_data(cfg)
         build_model(cfg, data.num_classes, data.input_shape)  # per-example independence, the task's shapes
@@ -51,8 +55,6 @@ def check_config(cfg: Config) -> None:
 
 def _check_data_path(dataset: str, path: str) -> None:
     if dataset == "cifar10":
-        from tanplan.data.cifar10 import resolve_dir
-
         resolve_dir(path)  # the directory and its six files exist
     elif dataset == "npz":
         if not path:
@@ -63,8 +65,6 @@ def _check_data_path(dataset: str, path: str) -> None:
     elif dataset == "memmap":
         if not path:
             raise UsageError("data.path is empty: the memmap dataset needs the folder that `tanplan convert` wrote")
-        from tanplan.data.memmap import read_meta
-
         read_meta(path)  # meta.json and the .npy headers agree
 
 
@@ -107,9 +107,8 @@ def check_resume(out: str | os.PathLike | None, resume: bool) -> None:
 
 def check_sweep_space(cfg: Config) -> None:
     """[sweep.space] (or the default space of the dataset's kind), every value a trial could take."""
-    from tanplan.data import available_augmentations, dataset_kind
-    from tanplan.models import available_models
-    from tanplan.workflow.sweep.space import default_space, parse_space
+    from tanplan.data import available_augmentations  # lazy: JAX; the commands' parsers import this module
+    from tanplan.models import available_models  # lazy: JAX; the API (the planner's) imports this module
 
     kind = dataset_kind(cfg.data.dataset, cfg.data.path or None, cfg.data.options)
     parse_space(cfg.sweep.space or default_space(kind), cfg, augmentations=available_augmentations(kind),

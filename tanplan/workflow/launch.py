@@ -10,17 +10,27 @@ releases with the launch's (`with_tuning`, tanplan.workflow.privacy_spent.totals
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
-from tanplan.config import Config
+from tanplan.config import Config, load_config
+from tanplan.engine import loop, ray_worker
+from tanplan.engine.setup import load_data
 from tanplan.errors import BudgetExceeded, UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.fields import fields_of
+from tanplan.outcomes.launch import LaunchAccounting, LaunchResult
+from tanplan.outcomes.privacy_spent import PlannedTotal, TuningRecord
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
+from tanplan.workflow import total_budget
+from tanplan.workflow.privacy_spent import ledgers_under, totals
+from tanplan.workflow.tuning import from_record
 
 
-def check_budget(run: RunPlan, budget: float | None) -> dict:
+def check_launch_budget(run: RunPlan, budget: float | None) -> LaunchAccounting:
     """The launch's exact ε; BudgetExceeded if, under the plan's own accountant, it exceeds the budget.
 
     ε is that of every release of the run (DP-SNIP's too) composed, from RunPlan.epsilon: the same
@@ -32,18 +42,18 @@ def check_budget(run: RunPlan, budget: float | None) -> dict:
         raise BudgetExceeded(f"the launch would spend ε = {spent:.4g} ({run.accountant.upper()}{relation}, "
                              f"δ = {run.delta:.3g}, σ = {run.sigma:.4g}, B = {run.batch_size}, S = {run.steps}) above "
                              f"the budget privacy.epsilon = {budget:g}; no step was taken")
-    return {"epsilon_rdp": run.epsilon("rdp", neighbouring="add_remove"),
-            "epsilon_pld": run.epsilon("pld", neighbouring="add_remove"),
-            "epsilon_replace_one": run.epsilon("pld", neighbouring="replace_one"), "accountant": run.accountant,
-            "neighbouring": run.neighbouring, "epsilon": spent, "delta": run.delta, "sigma": run.sigma,
-            "snip_sigma": run.snip_sigma or None, "q": run.q, "steps": run.steps, "batch_size": run.batch_size,
-            "dataset_size": run.dataset_size}
+    return LaunchAccounting(epsilon_rdp=run.epsilon("rdp", neighbouring="add_remove"),
+                            epsilon_pld=run.epsilon("pld", neighbouring="add_remove"),
+                            epsilon_replace_one=run.epsilon("pld", neighbouring="replace_one"),
+                            accountant=run.accountant, neighbouring=run.neighbouring, epsilon=spent, delta=run.delta,
+                            sigma=run.sigma, snip_sigma=run.snip_sigma or None, q=run.q, steps=run.steps,
+                            batch_size=run.batch_size, dataset_size=run.dataset_size)
 
 
 def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
            backend: str = "local", resume: bool = False, num_workers: int = 1, gpus_per_worker: int = 0,
            address: str | None = None, allow_public_noise: bool = False,
-           before_training: Callable[[RunPlan], None] | None = None) -> dict:
+           before_training: Callable[[RunPlan], None] | None = None) -> LaunchResult:
     """Check the budget, then train the target (no proxy) through THE loop and write DIR/launch.json.
 
     backend "local": every local device; "ray": num_workers processes through Ray Train's JaxTrainer
@@ -52,8 +62,6 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     with privacy.noise_seed (noise reproducible from the config: not private) is refused unless
     allow_public_noise. train_fn (tests) replaces the engine.
     """
-    from tanplan.engine.setup import load_data
-
     started = time.perf_counter()
     cfg = cfg.with_overrides({"train.proxy_batch_size": 0})
     out = Path(out)
@@ -65,27 +73,23 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     if cfg.privacy.private:
         dataset = load_data(cfg)
         run = resolve_plan(cfg, dataset.num_train)
-        accounting = check_budget(run, cfg.privacy.epsilon)
+        accounting = check_launch_budget(run, cfg.privacy.epsilon)
         if before_training is not None:  # a last check of the caller's (nothing is written before it)
             before_training(run)
     if train_fn is not None:
         summary = train_fn(cfg, out, progress=progress)
     elif backend == "ray":
-        from tanplan.engine.ray_worker import launch_on_ray
-
-        summary = launch_on_ray(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker,
-                                address=address, resume=resume, progress=progress)
+        summary = ray_worker.launch_on_ray(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker,
+                                           address=address, resume=resume, progress=progress)
     else:
-        from tanplan.engine.loop import train_and_evaluate
-
-        summary = train_and_evaluate(cfg, out, resume=resume, progress=progress)
-    # the summary's JSON until the launch's own outcome is typed (its readers take the dict today)
-    result = {"summary": summary.to_dict(), "accounting": accounting, "wall_seconds": time.perf_counter() - started}
-    write_json_atomic(out / "launch.json", result)
+        summary = loop.train_and_evaluate(cfg, out, resume=resume, progress=progress)
+    result = LaunchResult(summary=summary, accounting=accounting, wall_seconds=time.perf_counter() - started)
+    write_json_atomic(out / "launch.json", result.record())
     return result
 
 
-def tuning_of_best(best: dict | None, best_path: Path, cfg: Config) -> tuple[dict | None, Path | None, str]:
+def tuning_of_best(best: Mapping | None, best_path: Path,
+                   cfg: Config) -> tuple[TuningRecord | None, Path | None, str]:
     """(the tuning record of a sweep's best.json, the folder of its runs when they trained on the private
     set, a sentence for the user), recomputed from the runs beside best.json, never taken on trust.
 
@@ -94,13 +98,11 @@ def tuning_of_best(best: dict | None, best_path: Path, cfg: Config) -> tuple[dic
     A record that says "public" while a run trained on the private set, or that says "public" with no run
     left to check, is refused (UsageError): the launch's ε alone would understate what the private set
     bears. A best.json without a record (an older sweep) gets the recomputed one."""
-    from tanplan.workflow.tuning import from_record
-
     trials = Path(best_path).parent / str((best or {}).get("trials_dir", "trials"))
     written = from_record((best or {}).get("tuning"))
     private, checked = runs_on_private_data(trials, cfg)
     where = f"{str(trials)!r}"
-    if written is not None and written["tuning_data"] == "public":
+    if written is not None and written.tuning_data == "public":
         if private:
             raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but "
                              f"{private} of the {checked} runs in {where} trained on the private set (their "
@@ -110,19 +112,19 @@ def tuning_of_best(best: dict | None, best_path: Path, cfg: Config) -> tuple[dic
             raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but no "
                              f"run is left in {where} to check it against; keep the sweep folder next to its "
                              "best.json")
-        return written, None, (f"the sweep's proxies trained on {written['source']} (checked on its {checked} runs): "
+        return written, None, (f"the sweep's proxies trained on {written.source} (checked on its {checked} runs): "
                                "the launch's ε is the whole guarantee for the private examples")
     if written is None and not private:
         if checked:
-            record = {"tuning_data": "public", "source": f"data other than the private set ({checked} runs checked)",
-                      "private_size": None, "tuning_size": None, "sizes_differ": None}
+            record = TuningRecord(tuning_data="public", source=f"data other than the private set ({checked} runs "
+                                  "checked)", private_size=None, tuning_size=None, sizes_differ=None)
             return record, None, ("the sweep's proxies trained on data other than the private set (checked on its "
                                   f"{checked} runs): the launch's ε is the whole guarantee for the private examples")
         return None, None, ("best.json does not record where its proxies trained and no run is left beside it: the "
                             "launch's ε alone is printed; if they saw the private set, compose their ledgers")
-    record = written or {"tuning_data": "private", "source": f"the private training set ({private} of the {checked} "
-                                                             "runs, from their config.toml)",
-                         "private_size": None, "tuning_size": None, "sizes_differ": None}
+    record = written or TuningRecord(tuning_data="private", source=f"the private training set ({private} of the "
+                                     f"{checked} runs, from their config.toml)", private_size=None, tuning_size=None,
+                                     sizes_differ=None)
     return record, trials, (f"the sweep's proxies trained on the private set: their releases ({trials}) are composed "
                             "with the launch's")
 
@@ -130,8 +132,6 @@ def tuning_of_best(best: dict | None, best_path: Path, cfg: Config) -> tuple[dic
 def runs_on_private_data(trials: Path, cfg: Config) -> tuple[int, int]:
     """(runs that trained on cfg's data, runs checked) among the run folders below `trials` (a ledger.json
     and the config.toml beside it)."""
-    from tanplan.config import load_config
-
     private = checked = 0
     for ledger in sorted(Path(trials).rglob("ledger.json")) if Path(trials).is_dir() else []:
         path = ledger.parent / "config.toml"
@@ -146,8 +146,6 @@ def runs_on_private_data(trials: Path, cfg: Config) -> tuple[int, int]:
 
 def same_data(a: Config, b: Config) -> bool:
     """Whether two configs train on the same training set (the [data] keys that choose its examples)."""
-    import os
-
     da, db = a.data, b.data
     if (da.dataset, da.options, da.num_samples, da.seed) != (db.dataset, db.options, db.num_samples, db.seed):
         return False
@@ -157,12 +155,9 @@ def same_data(a: Config, b: Config) -> bool:
     return pa.exists() and pb.exists() and os.path.samefile(pa, pb)
 
 
-def check_total(cfg: Config, run: RunPlan, trials: Path | None) -> dict:
+def check_total(cfg: Config, run: RunPlan, trials: Path | None) -> PlannedTotal:
     """The total on the private set, checked before any step (tanplan.workflow.total_budget): this launch's
     releases and, when the sweep's proxies trained on the private set, every release in their ledgers."""
-    from tanplan.workflow import total_budget
-    from tanplan.workflow.privacy_spent import ledgers_under
-
     spent = ledgers_under(trials) if trials is not None and trials.is_dir() else []
     total = total_budget.TotalPlan(parts=(total_budget.Planned(what="the launch", runs=1, events=tuple(run.events())),),
                                    delta=run.delta, accountant=run.accountant, neighbouring=run.neighbouring,
@@ -173,8 +168,6 @@ def check_total(cfg: Config, run: RunPlan, trials: Path | None) -> dict:
 def check_tuning_runs(trials: Path, run: RunPlan) -> None:
     """UsageError unless the private-tuning runs of a best.json can be composed with this launch: their
     ledgers are there, at the launch's δ (checked before any step)."""
-    from tanplan.workflow.privacy_spent import ledgers_under
-
     ledgers = ledgers_under(trials) if trials.is_dir() else []
     if not ledgers:
         raise UsageError(f"--best names a sweep that tuned on the private set, but its runs' ledgers are not in "
@@ -186,13 +179,12 @@ def check_tuning_runs(trials: Path, run: RunPlan) -> None:
                          f"{run.delta:g}: they cannot be composed; launch with the sweep's config")
 
 
-def with_tuning(result: dict, out: Path, record: dict, trials: Path | None) -> dict:
+def with_tuning(result: LaunchResult, out: Path, record: TuningRecord, trials: Path | None) -> LaunchResult:
     """result with the total ε on the private set (privacy_spent.totals: the launch, and the sweep's runs
     when they trained on it), written back to out/launch.json."""
-    from tanplan.workflow.privacy_spent import totals
-
-    result.update(totals(Path(out), [trials] if trials is not None else [], record))
+    total = totals(Path(out), [trials] if trials is not None else [], record)
     # the guarantee for the private examples: the total when the proxies trained on them, else the launch's
-    result["epsilon"] = result["epsilon_total"] if record["tuning_data"] == "private" else result["accounting"]["epsilon"]
-    write_json_atomic(Path(out) / "launch.json", result)
+    epsilon = total.epsilon_total if record.tuning_data == "private" else result.accounting.epsilon
+    result = replace(result, **fields_of(total), epsilon=epsilon)
+    write_json_atomic(Path(out) / "launch.json", result.record())
     return result

@@ -183,7 +183,8 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     if cfg.tuning.data == "private":  # every proxy trains on the private set: bound the total before any trains
         planned = total_budget.check(total_budget.optimize_plan(
             cfg, n, list(front.candidates), window, opt.seeds,
-            opt.extend, lambda c: proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size), launch_best), cfg)
+            opt.extend, lambda c: proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size), launch_best),
+            cfg).to_dict()
     log(f"frontier: N = {n}, ε = {cfg.privacy.epsilon:g}, δ = {delta:.3g}, C = {compute:,} examples: "
         f"{len(front.candidates)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = "
         f"max(B/{opt.savings:g}, {opt.min_proxy_batch_size})")
@@ -213,13 +214,13 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
         # What the proxies cost the data they trained on, and the total ε on the private set: the launch's
         # alone with public tuning data, composed with every proxy's with private tuning data.
         result = replace(result, privacy_spent=privacy_spent.report(Path(out) / "runs", out,
-                                                                    "proxy runs of the frontier simulation"),
-                         **privacy_spent.totals(None, [Path(out) / "runs"], sim.tunings[0]))
+                                                                    "proxy runs of the frontier simulation").to_dict(),
+                         **privacy_spent.totals(None, [Path(out) / "runs"], sim.tunings[0]).to_dict())
         _write(result, Path(out))
     if launch_best:
         launched = launch_recommendation(cfg, result, Path(out), train_fn=train_fn, progress=progress)
         result = replace(result, launch=launched, wall_seconds=time.perf_counter() - started,
-                         **privacy_spent.totals(Path(out) / "launch", [Path(out) / "runs"], sim.tunings[0]))
+                         **privacy_spent.totals(Path(out) / "launch", [Path(out) / "runs"], sim.tunings[0]).to_dict())
         _write(result, Path(out))
     return result
 
@@ -373,14 +374,16 @@ def launch_recommendation(cfg: Config, result: OptimizeResult, out: Path, *, tra
     folder = out / "launch"
     launched = launch(cfg.with_overrides(best.overrides), folder, train_fn=train_fn, progress=progress,
                       resume=(folder / "checkpoint").is_dir())
-    actual = float(launched["summary"]["test_accuracy"])
+    actual = float(launched.summary.test_accuracy)
     low, high = best.prediction_interval
-    accounting = launched["accounting"] or {}
+    accounting = launched.accounting
     return LaunchOutcome(steps=best.steps, batch_size=best.batch_size, actual_accuracy=actual,
                          predicted_accuracy=best.predicted_accuracy, prediction_interval=(low, high),
-                         inside_interval=bool(low <= actual <= high), epsilon_rdp=accounting.get("epsilon_rdp"),
-                         epsilon_pld=accounting.get("epsilon_pld"), sigma=accounting.get("sigma"),
-                         wall_seconds=launched["wall_seconds"], folder=str(folder))
+                         inside_interval=bool(low <= actual <= high),
+                         epsilon_rdp=accounting.epsilon_rdp if accounting else None,
+                         epsilon_pld=accounting.epsilon_pld if accounting else None,
+                         sigma=accounting.sigma if accounting else None,
+                         wall_seconds=launched.wall_seconds, folder=str(folder))
 
 
 def _write(result: OptimizeResult, out: Path) -> None:

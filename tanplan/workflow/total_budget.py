@@ -33,6 +33,11 @@ from typing import Sequence
 
 from tanplan.config import Config
 from tanplan.errors import BudgetExceeded, UsageError
+from tanplan.outcomes.privacy_spent import PlannedTotal
+from tanplan.privacy import accounting
+from tanplan.privacy.accounting import dp_sgd_event
+from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.plan import default_delta, plan_from_config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,8 +73,6 @@ class TotalPlan:
         within: a budget. Under add/remove-one, RDP comes first (milliseconds, where PLD takes seconds
         for each distinct (q, σ)); when it is within the budget it is the figure returned: an upper bound
         too (for these subsampled Gaussians it lies above PLD's)."""
-        from tanplan.privacy import accounting
-
         events = self.events()
         if within is not None and self.neighbouring == "add_remove" and self.accountant == "pld" and events:
             rdp = accounting.epsilon_of_events(events, self.delta, "rdp")
@@ -90,8 +93,8 @@ def limit_of(cfg: Config) -> float:
     return cfg.privacy.total_epsilon or cfg.privacy.epsilon
 
 
-def check(total: TotalPlan, cfg: Config) -> dict:
-    """The planned total (a dict for the workflow's JSON); BudgetExceeded (one line: the figure, what it
+def check(total: TotalPlan, cfg: Config) -> PlannedTotal:
+    """The planned total (its keys join the workflow's JSON); BudgetExceeded (one line: the figure, what it
     composes, the alternatives) when it exceeds privacy.total_epsilon. Call it before anything is written."""
     limit = limit_of(cfg)
     eps, accountant, note = total.epsilon(within=limit)
@@ -109,9 +112,9 @@ def check(total: TotalPlan, cfg: Config) -> dict:
             "trained: tune on public data (tuning.data = \"public\", or --tune-data public), plan fewer proxy runs "
             "(sweep.trials, sweep.top_k × sweep.seeds, fit.max_proxy_fraction or fit.seeds), or use random-count "
             "tuning; or raise privacy.total_epsilon")
-    return {"epsilon_total_planned": eps, "epsilon_total_planned_accountant": accountant,
-            "epsilon_total_planned_runs": total.runs, "epsilon_total_budget": limit,
-            "epsilon_total_planned_note": note}
+    return PlannedTotal(epsilon_total_planned=eps, epsilon_total_planned_accountant=accountant,
+                        epsilon_total_planned_runs=total.runs, epsilon_total_budget=limit,
+                        epsilon_total_planned_note=note)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -120,16 +123,12 @@ def check(total: TotalPlan, cfg: Config) -> dict:
 
 def _runs(cfg: Config, dataset_size: int, proxy_batch_size: int, count: int, what: str) -> Planned:
     """`count` runs of cfg's proxy at B' (σ' = σ·B'/B, the same S): each run's events, all of them."""
-    from tanplan.privacy.mechanism import resolve_plan
-
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": int(proxy_batch_size)}), dataset_size)
     return Planned(what=what, runs=count, events=tuple(run.events()) * count)
 
 
 def launch_part(cfg: Config, dataset_size: int) -> Planned:
     """The launch: the target's releases (DP-SGD, and DP-SNIP's when configured)."""
-    from tanplan.privacy.mechanism import resolve_plan
-
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset_size)
     return Planned(what="the launch", runs=1, events=tuple(run.events()))
 
@@ -155,10 +154,7 @@ def vary_parts(proxies: Config, dataset_size: int, vary: str, factors, proxy_bat
     """`fit --vary steps` (members (B/k, S·k²) at σ, each by its proxy B'/k) or `--vary data` (members on
     N' = k·N examples at (B, σ, S), each by its proxy B'), `seeds` runs a member: the members of
     tanplan.workflow.fit.steps_members / data_members."""
-    from tanplan.privacy.accounting import dp_sgd_event
-    from tanplan.privacy.plan import plan_from_config
-    from tanplan.workflow.fit import data_members, steps_members
-
+    from tanplan.workflow.fit import data_members, steps_members  # lazy: JAX (the engine); the API imports this module
     target = plan_from_config(proxies, dataset_size)
     events: tuple = ()
     if vary == "steps":
@@ -196,8 +192,7 @@ def ladder_counts(budget) -> dict[int, int]:
 
 def ladder_part(proxies: Config, dataset_size: int) -> Planned:
     """The ladder's runs, at most (ladder_counts of its budget)."""
-    from tanplan.workflow.ladder import budget_of
-
+    from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through fit); the API imports this module
     counts = ladder_counts(budget_of(proxies))
     events: tuple = ()
     for b, n in counts.items():
@@ -229,10 +224,6 @@ def optimize_plan(cfg: Config, dataset_size: int, candidates, window, seeds: int
     composed); with launch, the recommendation, which is one of the simulated candidates (each tried).
     The costliest is chosen by RDP (fast; PLD of each would take minutes), then checked as usual.
     Candidates carry their own (B, S, σ) calibrated to privacy.epsilon (tanplan.privacy.frontier)."""
-    from tanplan.privacy import accounting
-    from tanplan.privacy.accounting import dp_sgd_event
-    from tanplan.privacy.plan import default_delta
-
     delta = cfg.privacy.delta or default_delta(dataset_size)
     ordered = sorted(candidates, key=lambda c: c.steps)
     steps = [c.steps for c in ordered]
@@ -260,8 +251,6 @@ def optimize_plan(cfg: Config, dataset_size: int, candidates, window, seeds: int
 
 def of_config(cfg: Config, dataset_size: int, parts: Sequence[Planned], spent: Sequence = ()) -> TotalPlan:
     """A TotalPlan at the target's δ, accountant and relation."""
-    from tanplan.privacy.mechanism import resolve_plan
-
     target = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset_size)
     return TotalPlan(parts=tuple(parts), delta=target.delta, accountant=target.accountant,
                      neighbouring=target.neighbouring, spent=tuple(spent))

@@ -23,11 +23,18 @@ them:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
 
 from tanplan.config import Config
+from tanplan.data.dataset import row_digests, source_digests
+from tanplan.data.source import read_rows
 from tanplan.errors import UsageError
+from tanplan.outcomes.privacy_spent import TuningRecord
+from tanplan.privacy.mechanism import resolve_plan
 
 PUBLIC_SEED_OFFSET = 1
 
@@ -41,14 +48,19 @@ class Tuning:
     proxy_cfg: Config  # the config every proxy trains (its data, and σ and δ pinned to the target's η_step)
     private_size: int  # N
     tuning_size: int  # N_pub, or N when private
+    proxy_data: Any = field(default=None, repr=False, compare=False)  # the Dataset the proxies train on, if loaded
 
     @property
     def sizes_differ(self) -> bool:
         return self.tuning_size != self.private_size
 
+    def record(self) -> TuningRecord:
+        """What a stage's JSON says of its tuning data (best.json, privacy_spent.json, summary.json)."""
+        return TuningRecord(tuning_data=self.data, source=self.source, private_size=self.private_size,
+                            tuning_size=self.tuning_size, sizes_differ=self.sizes_differ)
+
     def to_dict(self) -> dict:
-        return {"tuning_data": self.data, "source": self.source, "private_size": self.private_size,
-                "tuning_size": self.tuning_size, "sizes_differ": self.sizes_differ}
+        return self.record().to_dict()
 
 
 def check(cfg: Config) -> None:
@@ -104,10 +116,6 @@ NEAR = 1e-3
 
 def _scale(data, rows: int = 4096) -> float:
     """The RMS value of the first test rows of `data` (public): the scale that near-duplicates are judged at."""
-    import numpy as np
-
-    from tanplan.data.source import read_rows
-
     x = (data.x_test[:rows] if getattr(data, "in_memory", True)
          else read_rows(data.test, np.arange(min(rows, data.num_test)))[0])
     rms = float(np.sqrt(np.mean(np.square(np.asarray(x, np.float64))))) if np.size(x) else 0.0
@@ -117,8 +125,6 @@ def _scale(data, rows: int = 4096) -> float:
 def _digests(data, grid: float) -> set[bytes]:
     """The near-duplicate row digests of a dataset's training and test inputs (tanplan.data.dataset.row_digests);
     sources larger than memory are read in slices (scanned once, never held)."""
-    from tanplan.data.dataset import row_digests, source_digests
-
     if getattr(data, "in_memory", True):
         return row_digests(data.x_train, grid) | row_digests(data.x_test, grid)
     return source_digests(data.train, grid=grid) | source_digests(data.test, grid=grid)
@@ -134,9 +140,9 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     check(cfg)
     n = target.dataset_size
     if cfg.tuning.data == "private":
-        return Tuning("private", f"the private training set ({n} examples)", cfg, n, n)
+        return Tuning("private", f"the private training set ({n} examples)", cfg, n, n, proxy_data=private)
     if load is None:
-        from tanplan.engine.setup import load_data as load
+        from tanplan.engine.setup import load_data as load  # lazy: JAX; the API (the planner's) imports this module
     public_cfg = cfg.with_overrides(public_data(cfg))
     public = load(public_cfg)
     if private is not None:
@@ -151,25 +157,31 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
                                            "privacy.allow_large_delta": True})
     source = (f"public data: {cfg.tuning.path} ({n_pub} examples)" if cfg.tuning.path
               else f"public data: an independent mnist1d draw (data.seed = {public_cfg.data.seed}, {n_pub} examples)")
-    return Tuning("public", source, proxy_cfg, n, n_pub)
+    return Tuning("public", source, proxy_cfg, n, n_pub, proxy_data=public)
 
 
 def for_config(cfg: Config, private=None) -> Tuning:
     """THE proxies of cfg, per [tuning]: load the private set (unless given), resolve the target plan on it
     (δ and σ checked there), then resolve() the tuning data. A non-private config protects nothing: its
     proxies train on its own data."""
-    from tanplan.engine.setup import load_data
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
 
     check(cfg)
     private = private if private is not None else load_data(cfg)
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train
-        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n)
+        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n,
+                      proxy_data=private)
     return resolve(cfg, run.plan, private=private)
 
 
-def from_record(record: dict | None) -> dict | None:
-    """A best.json's tuning record back as the dict `to_dict` wrote (None when absent)."""
-    return dict(record) if isinstance(record, dict) and record.get("tuning_data") in ("public", "private") else None
+def from_record(record: Mapping | None) -> TuningRecord | None:
+    """A best.json's tuning record read back (None when absent or not one `record()` wrote)."""
+    if not isinstance(record, Mapping):
+        return None
+    try:
+        read = TuningRecord.from_dict(record)
+    except (TypeError, ValueError):
+        return None
+    return read if read.tuning_data in ("public", "private") else None

@@ -436,7 +436,7 @@ def test_a_step_that_does_not_fit_the_devices_memory_is_one_line_and_exit_2(monk
     def exhausted(args):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 655770341728 bytes.")
 
-    monkeypatch.setattr(train, "run", exhausted)
+    monkeypatch.setattr(train, "execute", exhausted)
     assert cli.main(["train"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "data.aug_mult" in err and "internal error" not in err, err

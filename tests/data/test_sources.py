@@ -152,10 +152,10 @@ def test_a_broken_memmap_folder_is_refused_before_training(tmp_path):
     meta["splits"]["train"] = 11
     (out / "meta.json").write_text(json.dumps(meta))
     from tanplan.config import load_config
-    from tanplan.workflow.inputs import check_config
+    from tanplan.workflow.inputs import check_inputs
 
     with pytest.raises(UsageError, match="shape \\(10, 32, 32, 3\\) where meta.json says \\(11, 32, 32, 3\\)"):
-        check_config(load_config(None, ["data.dataset=memmap", f'data.path="{out}"', "model.name=cnn2d"]))
+        check_inputs(load_config(None, ["data.dataset=memmap", f'data.path="{out}"', "model.name=cnn2d"]))
 
 
 def test_a_memmap_folder_trains_through_the_loop(tmp_path):

@@ -69,7 +69,7 @@ _DRIVER = textwrap.dedent("""
         ray_worker.launch_on_ray(cfg, sys.argv[2] + "/a", num_workers=2, gpus_per_worker=1)
     except Seen as s:
         seen["launch_on_ray"] = s.args[0]
-    inputs.check_config = api.check_config = spy
+    inputs.check_inputs = api.check_inputs = spy
     for name, call in (("launch", lambda: api.launch(cfg, sys.argv[2] + "/b", backend="ray", num_workers=2,
                                                      gpus_per_worker=1)),
                        ("sweep", lambda: api.sweep(cfg, sys.argv[2] + "/c"))):

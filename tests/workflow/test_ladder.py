@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train
 from helpers import CONFIG  # absolute: the tests do not depend on the working directory
 
 from tanplan.cli import main
@@ -158,7 +158,7 @@ def engine(monkeypatch):
         def fake_sweep(spec, out, **kwargs):
             out.mkdir(parents=True, exist_ok=True)
             state["sweep_proxy"] = spec.proxy.batch_size
-            return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+            return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
         def fake_launch(cfg, out, progress=True, resume=False):
             state["launched"] = True
@@ -181,16 +181,16 @@ def _run_cli(tmp_path, *extra, sets=()):
 def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_launches(tmp_path, engine):
     state = engine(CURVE, noise=0.01)
     summary = run_pipeline(load_config(CONFIG, SMALL), tmp_path, log=quiet)
-    assert summary["launched"] and state["sweep_proxy"] == 64  # the ladder's third rung
+    assert summary.launched and state["sweep_proxy"] == 64  # the ladder's third rung
     ladder_runs = [c for c in state["train_fn"].calls if c.train.proxy_batch_size]
     assert ladder_runs and {c.train.learning_rate for c in ladder_runs} == {2.5}  # the sweep's choice, everywhere
-    c = summary["proxy_compute"]
-    assert c["ladder"] == pytest.approx(summary["ladder"]["spent_fraction"]) and c["fit"] == 0
-    assert summary["proxy_compute_fraction"] == pytest.approx(c["ladder"] + c["sweep"])
-    parts = summary["interval_parts"]
-    assert set(parts) == {"mean", "launch", "misspecification"} and parts["launch"] > 0
-    low, high = summary["prediction_interval"]
-    assert low < summary["predicted_accuracy"] < high
+    c = summary.proxy_compute
+    assert c.ladder == pytest.approx(summary.ladder.spent_fraction) and c.fit == 0
+    assert summary.proxy_compute_fraction == pytest.approx(c.ladder + c.sweep)
+    parts = summary.interval_parts
+    assert set(parts.to_dict()) == {"mean", "launch", "misspecification"} and parts.launch > 0
+    low, high = summary.prediction_interval
+    assert low < summary.predicted_accuracy < high
     report = (tmp_path / "report.md").read_text()
     assert "ladder/ladder.png" in report and "one launch's own spread" in report and "Not launched" not in report
 
@@ -198,8 +198,8 @@ def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_lau
 def test_a_law_that_leaves_0_1_stops_before_the_launch(tmp_path, engine):
     state = engine(STEEP, noise=0.01)
     summary = run_pipeline(load_config(CONFIG, SMALL + ["fit.law=log-linear"]), tmp_path, log=quiet)
-    assert not summary["launched"] and summary["stopped_at"] == "ladder" and "launched" not in state
-    assert summary["predicted_accuracy"] is None
+    assert not summary.launched and summary.stopped_at == "ladder" and "launched" not in state
+    assert summary.predicted_accuracy is None
     written = json.loads((tmp_path / "summary.json").read_text())
     assert written["launched"] is False and "does not hold" in written["reason"] and written["what_to_change"]
     assert "## Not launched" in (tmp_path / "report.md").read_text()

@@ -91,12 +91,12 @@ def test_a_finished_launch_resumed_takes_no_step_and_reports_the_same_result(tmp
     from tanplan.workflow.launch import launch
 
     cfg = load_config(CONFIG, TINY)
-    first = launch(cfg, tmp_path / "full", progress=False)["summary"]
-    again = launch(cfg, tmp_path / "full", progress=False, resume=True)["summary"]
-    assert again["resumed_from_step"] == again["steps"] == first["steps"] and again["steps_this_run"] == 0
-    assert again["params_checksum"] == first["params_checksum"]
-    assert again["test_accuracy"] == pytest.approx(first["test_accuracy"])
-    assert again["epsilon_rdp"] == first["epsilon_rdp"]  # the ledger counts no step twice
+    first = launch(cfg, tmp_path / "full", progress=False).summary
+    again = launch(cfg, tmp_path / "full", progress=False, resume=True).summary
+    assert again.resumed_from_step == again.steps == first.steps and again.steps_this_run == 0
+    assert again.params_checksum == first.params_checksum
+    assert again.test_accuracy == pytest.approx(first.test_accuracy)
+    assert again.epsilon_rdp == first.epsilon_rdp  # the ledger counts no step twice
 
 
 def test_a_public_noise_seed_needs_allow_public_noise(tmp_path, capsys):
@@ -112,10 +112,10 @@ def test_launch_prunes_and_reports_the_sigma_it_trained_with_everywhere(tmp_path
     from tanplan.workflow.launch import launch
 
     pruned = launch(load_config(CONFIG, TINY + ["pruning.method=random", "pruning.rate=0.5"]), tmp_path / "random",
-                    progress=False)["summary"]
+                    progress=False).summary
     kernels = [leaf for leaf in saved_params(tmp_path / "random") if leaf.ndim >= 2]
     zeros = sum(int((k == 0).sum()) for k in kernels) / sum(k.size for k in kernels)
-    assert zeros >= 0.49 and pruned["pruning"]["kept_fraction"] < 0.6
+    assert zeros >= 0.49 and pruned.pruning.kept_fraction < 0.6
 
     sets = [s for s in TINY if not s.startswith("privacy.sigma")] + ["privacy.epsilon=8", "pruning.method=dp_snip",
                                                                      "pruning.rate=0.5"]
@@ -124,7 +124,7 @@ def test_launch_prunes_and_reports_the_sigma_it_trained_with_everywhere(tmp_path
     files = {"launch.json": json.loads((out / "launch.json").read_text()),
              "summary.json": json.loads((out / "summary.json").read_text()),
              "ledger.json": json.loads((out / "ledger.json").read_text())}
-    sigma, snip = result["summary"]["sigma"], result["summary"]["snip_sigma"]
+    sigma, snip = result.summary.sigma, result.summary.snip_sigma
     assert snip > 0 and files["launch.json"]["accounting"]["sigma"] == sigma == files["summary.json"]["sigma"]
     trained = [r for r in files["ledger.json"]["releases"] if r["kind"] == "dp_sgd"]
     assert {r["sigma"] for r in trained} == {sigma}

@@ -32,7 +32,7 @@ def _wait_for_checkpoint_beyond(out, step, proc, timeout=240):
 @pytest.mark.slow
 def test_killed_stopped_and_resumed_launch_equals_the_uninterrupted_one(tmp_path):
     reference = launch(load_config(ROOT / "experiments/mnist1d.toml", SEEDED), tmp_path / "ref", progress=False,
-                       allow_public_noise=True)["summary"]
+                       allow_public_noise=True).summary
     out = tmp_path / "run"
 
     proc = _start(out)  # SIGKILL: no handler runs; the last complete checkpoint must be usable
@@ -57,11 +57,11 @@ def test_killed_stopped_and_resumed_launch_equals_the_uninterrupted_one(tmp_path
         if path.is_file():
             path.write_bytes(b"garbage")
     resumed = run_launch(out, "--resume", sets=SEEDED)["summary"]
-    assert resumed["params_checksum"] == reference["params_checksum"]
+    assert resumed["params_checksum"] == reference.params_checksum
     fallback = resumed["resumed_from_step"]
     assert fallback < stopped_at  # the damaged checkpoint was skipped for an older intact one
     assert resumed["steps"] == 8 and resumed["steps_this_run"] == 8 - fallback
     ledger = json.loads((out / "ledger.json").read_text())
     assert ledger["steps"] == 8 and [r["first_step"] for r in ledger["releases"]][-1] == fallback
-    assert ledger["epsilon_rdp"] == pytest.approx(reference["epsilon_rdp"], rel=1e-9)
-    assert resumed["epsilon_pld"] == pytest.approx(reference["epsilon_pld"], rel=1e-9)
+    assert ledger["epsilon_rdp"] == pytest.approx(reference.epsilon_rdp, rel=1e-9)
+    assert resumed["epsilon_pld"] == pytest.approx(reference.epsilon_pld, rel=1e-9)

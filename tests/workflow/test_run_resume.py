@@ -129,7 +129,7 @@ def test_resume_needs_the_same_run(tmp_path, capsys):
 
     out.mkdir()  # a run of the config with train.steps = 300 (the demo's) ...
     record = run_record(load_config(CONFIG), trials=None, proxy_batch_size=None)
-    (out / RUN_FILE).write_text(json.dumps(record))
+    (out / RUN_FILE).write_text(json.dumps(record.to_dict()))
     code, stdout, err = run_cli(capsys, "run", "--config", CONFIG, "--set", "train.steps=30", "--out", str(out),
                                 "--resume")  # ... resumed with another
     assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1

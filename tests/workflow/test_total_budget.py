@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -74,7 +74,7 @@ def fake_engine(monkeypatch):
 
         for t in range(2):
             train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
-        return {"best": {"overrides": {"train.learning_rate": 2.5}}}
+        return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
 
     real_launch = launch_module.launch
     monkeypatch.setattr(search, "run_sweep", fake_sweep)
@@ -89,17 +89,17 @@ def test_with_a_raised_total_the_run_trains_and_its_epsilon_is_the_total(tmp_pat
     sets = SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2", f"tuning.data={tuning_data}",
                     "privacy.total_epsilon=1e6"]
     summary = run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
-    assert summary["launch_epsilon"] == summary["epsilon_pld"] <= 0.7  # the launch's own ε of record
+    assert summary.launch_epsilon == summary.epsilon_pld <= 0.7  # the launch's own ε of record
     if tuning_data == "public":
-        assert summary["epsilon"] == summary["launch_epsilon"]
+        assert summary.epsilon == summary.launch_epsilon
         return
-    assert summary["epsilon"] == summary["epsilon_total"] > summary["launch_epsilon"]
+    assert summary.epsilon == summary.epsilon_total > summary.launch_epsilon
     # what the ledgers hold is within the bound checked before training (here every planned run ran)
-    assert summary["epsilon_total"] <= summary["epsilon_total_planned"] * (1 + 1e-9)
+    assert summary.epsilon_total <= summary.epsilon_total_planned * (1 + 1e-9)
     sweep = load_config(CONFIG).sweep  # planned: [sweep]'s trials and re-runs (the fake sweep trains only 2)
-    assert summary["epsilon_total_planned_runs"] == sweep.trials + sweep.top_k * sweep.seeds + 2 * 2 + 1
+    assert summary.epsilon_total_planned_runs == sweep.trials + sweep.top_k * sweep.seeds + 2 * 2 + 1
     written = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert written["epsilon"] == summary["epsilon_total"]
+    assert written["epsilon"] == summary.epsilon_total
 
 
 def _ladder_runs(budget: Budget, n: int, sigma: float, steps: int, counts: dict[int, int]):

@@ -1,0 +1,85 @@
+"""The driver of `tanplan run` (tanplan.workflow.pipeline): every input checked, then the stages in order."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tanplan.config import Config, with_tuned
+from tanplan.engine.setup import load_data
+from tanplan.fileio import write_json_atomic
+from tanplan.outcomes.pipeline import ProxyCompute, RunResult
+from tanplan.reports.fit import figure_scaling
+from tanplan.workflow import tuning
+from tanplan.workflow.pipeline.baselines import baselines_at
+from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
+                                              validate_inputs)
+from tanplan.workflow.pipeline.interrupts import interrupted_stage
+from tanplan.workflow.pipeline.stages import (Progress, eval_sets, launch_plan, launch_stage, law_stage, plan_stage,
+                                              prepare_sweep, sweep_stage, tuning_stage)
+from tanplan.workflow.pipeline.summary import run_result, sweep_choice, write_run
+from tanplan.workflow.privacy_spent import totals
+
+
+def _proxy_folders(out: Path) -> list[Path]:
+    return [out / "sweep" / "trials", out / "ladder", out / "fit"]
+
+
+def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print, address: str | None = None,
+                 baselines: bool = False, baseline_features: str | None = None,
+                 baseline_public: str | None = None, proxy_batch_size: int | None = None,
+                 launch_anyway: bool = False, resume: bool = False) -> RunResult:
+    """Run every stage into `out`; the summary (also out/summary.json). See tanplan.workflow.pipeline.
+
+    resume: continue the `tanplan run` in `out` (run.json) of the same config and options: finished sweep
+    trials, ladder or fit runs and a finished launch are reused, runs stopped mid-way continue from their
+    checkpoints. Without it, a folder that holds a run is refused. SIGTERM/SIGINT stop with RunInterrupted
+    (exit 128 + signal), Ray shut down (tanplan.ray_session)."""
+    started = time.perf_counter()
+    out = Path(out)
+    record = run_record(cfg, trials=trials, proxy_batch_size=proxy_batch_size)  # --launch-anyway may be added
+    validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
+                    baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
+    check_resume(out, record, resume)
+    progress = Progress(baselines, log)
+    dataset = load_data(cfg)  # the private set, loaded once
+    plan = launch_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
+    tune = tuning.resolve(cfg, plan, private=dataset)  # the public set loaded once, checked against the private one
+    proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
+    sweep_b = sweep_batch_size(cfg, proxy_batch_size)
+    planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
+    test_sizes = eval_sets(tune, dataset)
+    spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / RUN_FILE, record.to_dict())
+    plan_stage(cfg, plan, out, progress)
+    tuning_stage(tune, planned, progress)
+    with interrupted_stage(out):  # SIGTERM/SIGINT from here on: one line, how to go on, Ray shut down
+        best_overrides, sweep_runs = sweep_stage(spec, sweep_b, out, progress, address)
+        where = "the sweep's best configuration"
+        best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
+        ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes)
+        compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)
+        if not fit_result.law_holds and not launch_anyway:
+            result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
+                                totals=totals(None, _proxy_folders(out), tune),
+                                stage="ladder" if ladder is not None else "fit", reason=fit_result.verdict,
+                                what_to_change=fit_result.what_to_change)
+            return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder)
+
+        launched = launch_stage(best_cfg, plan, out, progress)
+        actual = float(launched.summary.test_accuracy)
+        if fit_result.model is not None:
+            figure_scaling(fit_result, out / "scaling_law.png", actual=actual)
+        rows, section = None, ""
+        if baselines and launched.accounting is not None:
+            epsilon = launched.accounting.epsilon
+            progress.next(f"baselines: private heads and DP prototypes on frozen features at the launch's ε = "
+                          f"{epsilon:.4g}")
+            rows, section = baselines_at(epsilon, plan.delta, baseline_features, baseline_public, out / "baselines",
+                                         cfg)
+        result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
+                            totals=totals(out / "launch", _proxy_folders(out), tune), launched=launched,
+                            actual=actual, anyway=launch_anyway and not fit_result.law_holds,
+                            choice=sweep_choice(out), baselines=rows)
+        return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder, section)
