@@ -44,6 +44,7 @@ from tanplan.ray_session import check_address
 from tanplan.privacy.plan import Plan, advice, default_delta, with_dataset_size
 from tanplan.reports import fit as fit_report
 from tanplan.reports.plan import write_plan_report
+from tanplan.runtime import driver_on_cpu
 from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
@@ -316,6 +317,8 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
         raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
                          "use --backend ray")
     check_address(address)  # malformed or unreachable: before any data is read
+    if backend == "ray":
+        driver_on_cpu()  # the workers own the accelerators: the driver's model check stays on the CPU
     check_inputs(cfg)
     check_out_dir(out)
     check_resume(out, resume)
@@ -357,6 +360,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
     if top_k is not None and top_k < 0:
         raise UsageError(f"--top-k {top_k} is not allowed: must be >= 0")
     cfg = as_config(config, overrides)
+    driver_on_cpu()  # the trials own the accelerators: the driver's model check stays on the CPU
     check_inputs(cfg)  # names, paths, the folder, the address, the study, the space: before any data is read
     check_out_dir(out)
     check_address(address)

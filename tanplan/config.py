@@ -150,7 +150,7 @@ class TrainConfig:
                             "over the data in expectation, as Opacus users plan); exactly one of steps and epochs",
                             lo=0, hi=1e6)
     proxy_batch_size: int = setting(0, ">0: train the proxy B' with sigma*B'/B at the same S", lo=0)
-    physical_batch_size: int = setting(256, "rows per compiled chunk; larger batches are accumulated", lo=1)
+    physical_batch_size: int = setting(256, "rows per device per compiled chunk; larger batches are accumulated", lo=1)
     optimizer: str = setting("sgd", "optimizer", choices=("sgd", "adam", "adamw"))
     learning_rate: float = setting(4.0, "peak learning rate", lo=0, lo_open=True)
     momentum: float = setting(0.0, "SGD momentum", lo=0, hi=1)
@@ -164,6 +164,9 @@ class TrainConfig:
     eval_batch_size: int = setting(1024, "rows per evaluation batch (at most the test set is used)", lo=1,
                                    hi=2**20)
     checkpoint_every: int = setting(50, "launch: save a checkpoint every this many steps (and at the end); 0 = only at the end", lo=0)
+    compute_dtype: str = setting("float32", "the model's forward and backward passes: float32 or bfloat16 (about "
+                                 "twice as fast on recent GPUs); parameters, per-example norms, clipping, "
+                                 "accumulation and noise stay float32", choices=("float32", "bfloat16"))
     grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
 

@@ -184,15 +184,42 @@ def input_rank(folder) -> int | None:
         return None
 
 
+# Files up to this size are hashed whole; a larger one by its size, its first and last block and
+# _SAMPLES blocks spread evenly between (4 MiB read per file, whatever its size).
+_WHOLE_BYTES = 16 * 2**20
+_BLOCK = 4096
+_SAMPLES = 1024
+
+
 def fingerprint(folder) -> str:
-    """What identifies the folder's rows without reading them: meta.json and each file's size and time."""
+    """What identifies the folder's rows, the same for every copy of it (other paths and file times): a
+    digest of meta.json and of each .npy file's content (`content_digest`). Each worker of a multi-host
+    run recomputes it from its own copy and must find the driver's (tanplan.dp.secret)."""
     folder = Path(folder)
     digest = hashlib.blake2b(digest_size=16)
     digest.update((folder / META).read_bytes())
     for split in SPLITS:
         for part in ("x", "y"):
-            stat = (folder / f"{split}_{part}.npy").stat()
-            digest.update(f"{split}_{part}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+            digest.update(f"{split}_{part}:{content_digest(folder / f'{split}_{part}.npy')}".encode())
+    return digest.hexdigest()
+
+
+def content_digest(path: Path) -> str:
+    """A digest of the file's bytes that stays cheap on a large file: its size and every byte up to
+    _WHOLE_BYTES; beyond, its size, first and last block and _SAMPLES blocks at fixed, evenly spread
+    offsets (a change outside the sampled blocks of a large file goes unseen: a copy of the folder is
+    recognised, an edit of it is not guaranteed to be)."""
+    size = path.stat().st_size
+    digest = hashlib.blake2b(str(size).encode(), digest_size=16)
+    with open(path, "rb") as f:
+        if size <= _WHOLE_BYTES:
+            for block in iter(lambda: f.read(2**20), b""):
+                digest.update(block)
+            return digest.hexdigest()
+        last = size - _BLOCK
+        for offset in (0, *(last * i // (_SAMPLES + 1) for i in range(1, _SAMPLES + 1)), last):
+            f.seek(offset)
+            digest.update(f.read(_BLOCK))
     return digest.hexdigest()
 
 

@@ -117,7 +117,8 @@ class Sources:
     input_shape: tuple[int, ...]
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
-    # What identifies the rows without reading them (a file's path, size and time; a name and version):
+    # What identifies the rows without reading them all (a memmap: its files' sizes and sampled content; a name
+    # and version), the same for every copy of the data:
     # the resume check and the tuning-set check read it instead of hashing every row.
     fingerprint: str = ""
     label_dtype: str = ""  # the labels' dtype, from the public probe (the default task needs integers)
@@ -244,7 +245,7 @@ def sources(train, test, *, num_classes: int = 0, input_shape=None, mean=None, s
     """A plugged-in loader's return value with its metadata declared (describe() checks and completes it):
     num_classes and input_shape spare reading the test set for them; mean/std are the public per-channel
     constants the rows were normalised with (image augmentations undo them); fingerprint identifies the
-    rows without reading them (e.g. a file's path, size and time)."""
+    rows without reading them all, the same for every copy of them (e.g. sizes and sampled content)."""
     return describe(name, train, test, num_classes, input_shape, mean, std, fingerprint)
 
 

@@ -296,6 +296,11 @@ def _kind(call: _Call, a) -> str:
     return "generic"
 
 
+def _at_least_f32(a):
+    """A layer's input or output gradient, in float32 where the model computed in a narrower float."""
+    return a.astype(jnp.promote_types(a.dtype, jnp.float32)) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+
 # ----------------------------------------------------------------------------------------------------
 # The grad-sum function
 
@@ -331,6 +336,7 @@ def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug
         sq = jnp.zeros((n,), jnp.float32)
         routes = []
         for call, a, d in zip(calls, inputs, deltas):
+            a, d = _at_least_f32(a), _at_least_f32(d)  # bfloat16 layers: norms and sums in float32
             p = _subtree(params, call.path)
             kind = _kind(call, a)
             if kind == "dense":
@@ -387,8 +393,15 @@ def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rt
 
     Structure: every parameter in exactly one layer, each layer called once and row-wise. Numbers (when
     `numeric`): on two inputs, the route's per-example norms and its clipped sum of one example match
-    the example's own gradient (jax.grad), which would catch a layer that mixes rows.
+    the example's own gradient (jax.grad), which would catch a layer that mixes rows. Both sides are
+    computed at full float32 matmul precision: on a GPU JAX's default (TF32) would leave them ~1e-3 apart
+    and make every model fall back to the slower vmap route.
     """
+    with jax.default_matmul_precision("highest"):
+        return _unsupported_reason(logits_fn, params, example_x, numeric=numeric, rtol=rtol)
+
+
+def _unsupported_reason(logits_fn, params, example_x, *, numeric: bool, rtol: float) -> str | None:
     rng = np.random.default_rng(0)
     x = jnp.asarray(np.asarray(example_x[:2], np.float32) + rng.normal(size=np.shape(example_x[:2])).astype(np.float32))
     n = x.shape[0]

@@ -67,11 +67,12 @@ class BatchLayout:
 
 def batch_layout(num_examples: int, q: float, physical_batch_size: int, num_devices: int = 1,
                  tail: float = TAIL) -> BatchLayout:
-    """Chunks of at most physical_batch_size rows (a multiple of num_devices, at least one row per
-    device) covering the batch bound."""
+    """Chunks covering the batch bound, of at most physical_batch_size rows on each of num_devices devices
+    (a chunk: a multiple of num_devices rows). Per device, so that a size fitted to one GPU's memory holds
+    on eight."""
     bound = max(1, batch_size_bound(num_examples, q, tail))
     round_up = lambda n, m: -(-n // m) * m  # noqa: E731
-    per_chunk = max(num_devices, physical_batch_size // num_devices * num_devices)
+    per_chunk = physical_batch_size * num_devices
     chunk = min(per_chunk, round_up(bound, num_devices))
     return BatchLayout(math.ceil(bound / chunk), chunk)
 

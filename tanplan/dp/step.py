@@ -87,6 +87,7 @@ def make_noisy_grad_sum(grad_sum: Callable, noise_std: float):
 
     def noisy_sum(params, batch, noise_key, aug_key):
         grads, loss_sum, acc_sum, count = accumulate(grad_sum, params, batch, example_keys(batch, aug_key))
+        grads = jax.tree.map(lambda g: g.astype(jnp.promote_types(g.dtype, jnp.float32)), grads)  # sum, noise: f32
         if noise_std > 0:
             grads = noise.add_gaussian_noise(grads, noise_key, noise_std)
         n = jnp.maximum(count, 1.0)

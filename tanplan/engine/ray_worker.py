@@ -33,7 +33,7 @@ from tanplan.fileio import exclusive
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.plugins import worker_env
 from tanplan.ray_session import start_ray, stop_ray
-from tanplan.runtime import CPU_FLAG
+from tanplan.runtime import CPU_FLAG, driver_on_cpu, without_cpu_flag
 
 
 def _free_port() -> int:
@@ -46,7 +46,15 @@ def _train_loop_per_worker(config: dict) -> None:
     import ray.train  # third-party, imported where Ray runs it: in the worker
 
     ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    if config["gpus_per_worker"]:
+        own_gpus(ray.get_gpu_ids())
+    run_worker(config, ctx.get_world_rank(), ctx.get_world_size())
+
+
+def run_worker(config: dict, rank: int, world: int) -> None:
+    """Process `rank` of `world` of a launch whose driver ran `create_secret`: THE loop over the global mesh.
+    CPU workers join jax.distributed here (gloo collectives, config["coordinator"] on this machine); on
+    GPUs JaxTrainer has joined it already."""
     cpu = config["gpus_per_worker"] == 0
     if cpu:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -62,6 +70,16 @@ def _train_loop_per_worker(config: dict) -> None:
             jax.distributed.shutdown()
 
 
+def own_gpus(gpu_ids) -> None:
+    """Make this worker's JAX use the GPUs Ray assigned to it (`ray.get_gpu_ids()`: ids as the host
+    numbers them). Ray sets CUDA_VISIBLE_DEVICES to them, but JaxTrainer's set-up
+    (ray/train/v2/jax/config.py) then rewrites it to 0..G-1 in every worker, which would put every worker
+    of a host on the same first G GPUs. Restored here, before JAX starts its GPU backend (the set-up only
+    called jax.distributed.initialize, whose local_device_ids 0..G-1 then index these GPUs)."""
+    if gpu_ids:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(sorted((str(i) for i in gpu_ids), key=lambda i: (len(i), i)))
+
+
 def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
                   resume: bool = False, progress: bool = True, max_failures: int = 1) -> RunSummary:
     """Run THE loop on num_workers Ray workers; the RunSummary worker 0 wrote (summary.json, read back).
@@ -71,19 +89,26 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
     noise and the Poisson batches are the same in every process.
     """
     out = Path(out).absolute()
+    driver_on_cpu()  # the model initialised for the run's identity: on the CPU, the GPUs are the workers'
     with exclusive(out, "launch"):
-        ckpt = Checkpoints(out / "checkpoint")
-        latest = ckpt.latest_step()
-        ckpt.close()
-        if latest is not None and not resume:
-            raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
-                             f"continue it, or choose a new --out")
-        prepared = setup.prepare(cfg)  # the run's identity: the secret is bound to it, as in a local run
-        secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
-                       identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params,
-                                                             setup.init_digest(prepared)))
+        create_secret(cfg, out, resume=resume)
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
+
+
+def create_secret(cfg, out: Path, *, resume: bool) -> None:
+    """The driver's part before any worker starts: refuse a fresh launch into a checkpointed --out, then
+    save the run's secret, bound to the run's identity as in a local run, where every worker reads it."""
+    ckpt = Checkpoints(out / "checkpoint")
+    latest = ckpt.latest_step()
+    ckpt.close()
+    if latest is not None and not resume:
+        raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
+                         f"continue it, or choose a new --out")
+    prepared = setup.prepare(cfg)  # the run's identity (its init's digest too): the secret is bound to it
+    secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
+                   identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params,
+                                         setup.init_digest(prepared)))
 
 
 def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
@@ -94,7 +119,7 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
     from ray.train.v2.jax import JaxTrainer
 
     cpu = gpus_per_worker == 0
-    env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else os.environ.get("XLA_FLAGS", ""),
+    env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else without_cpu_flag(os.environ.get("XLA_FLAGS", "")),
            **worker_env(cfg)}  # the workers import the config's plug-ins (model, data, task) themselves
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"

@@ -77,8 +77,9 @@ def check(cfg: Config, logits_fn, params, example_x) -> str | None:
     # Keyed by the parameter tree itself, not only by cfg.model: callers that time several models under
     # one config (tanplan bench) must not inherit the first model's verdict.
     key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]))
-    if key not in _GHOST_CHECKS:
-        _GHOST_CHECKS[key] = ghost.unsupported_reason(logits_fn, params, example_x, numeric=True)
+    if key not in _GHOST_CHECKS:  # a structural check: on the float32 model (engine.precision), not bfloat16's
+        full = getattr(logits_fn, "full_precision", logits_fn)
+        _GHOST_CHECKS[key] = ghost.unsupported_reason(full, params, example_x, numeric=True)
     reason = _GHOST_CHECKS[key]
     if reason is not None and method == "ghost":
         raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "

@@ -56,7 +56,8 @@ def run_identity(cfg: Config, plan, dataset, params, init_digest: str | None = N
 def training_set(dataset) -> str:
     """A digest identifying the training rows: of every row of an in-memory dataset; of what a source
     declares about itself without being read (its type, N, input shape, classes and `fingerprint`: a
-    memmap's file path, size and time) for sources larger than memory, which are never read whole."""
+    memmap's meta.json, file sizes and sampled content, the same on every copy) for sources larger than
+    memory, which are never read whole."""
     digest = hashlib.blake2b(digest_size=16)
     if getattr(dataset, "in_memory", True):
         for array in (dataset.x_train, dataset.y_train):

@@ -21,7 +21,7 @@ from tanplan.dp import mechanism as dp_mechanism
 from tanplan.dp import optim, pruning, sampling, sharding
 from tanplan.dp import partition as dp_partition
 from tanplan.dp import step as dp_step
-from tanplan.engine import evaluation, routes, sparsity
+from tanplan.engine import evaluation, precision, routes, sparsity
 from tanplan.engine.memory import check_batches_fit
 from tanplan.engine.route_notes import route_line
 from tanplan.errors import UsageError
@@ -118,7 +118,7 @@ def prepare(cfg: Config) -> Prepared:
     if is_import_path(cfg.model.name):  # at the run's own chunk shape: rows mixed at a distance are caught too
         rows = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size).chunk_size
         check_rows_alone(model, params, dataset.input_shape, rows, cfg.model.name, seed=cfg.experiment.seed)
-    logits_fn = lambda p, x: model.apply({"params": p}, x)  # noqa: E731
+    logits_fn = precision.in_compute_dtype(lambda p, x: model.apply({"params": p}, x), cfg.train.compute_dtype)
     if not sparsity.enabled(cfg):  # the per-layer route's numeric self-check, before anything is written
         routes.check(cfg, *dp_partition.logits_over(partition, logits_fn, params), public_example(dataset.input_shape))
     return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key, init, partition)

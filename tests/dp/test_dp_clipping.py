@@ -102,6 +102,24 @@ def test_ghost_support_check_accepts_the_tiny_model():
     assert ghost.unsupported_reason(logits_fn, params, make_rows(2)[0]) is None
 
 
+def test_ghost_self_check_runs_at_full_precision_whatever_the_default(monkeypatch):
+    """On a GPU JAX's default matmuls are TF32 (~1e-3 relative error), which would fail the rtol 1e-3 check
+    and silently pick the vmap route: both sides of the check run at "highest" precision instead. A
+    reference gradient that is TF32-coarse unless computed at highest precision stands in for the GPU."""
+    logits_fn, params = make_tiny("cnn")
+    real = ghost.per_example_grads
+
+    def tf32_unless_highest(*args, **kwargs):
+        grads = real(*args, **kwargs)
+        if str(jax.config.jax_default_matmul_precision).lower() != "highest":
+            grads = [jax.tree.map(lambda g: g * (1 + 3e-3), gi) for gi in grads]  # TF32's 10-bit mantissa
+        return grads
+
+    monkeypatch.setattr(ghost, "per_example_grads", tf32_unless_highest)
+    with jax.default_matmul_precision("tensorfloat32"):
+        assert ghost.unsupported_reason(logits_fn, params, make_rows(2)[0]) is None
+
+
 class LooseParam(nn.Module):
     """A parameter used outside any layer: the per-layer route cannot see its per-example gradient."""
 

@@ -47,7 +47,8 @@ def test_layout_covers_the_batch_bound(n, q, physical, devices):
     layout = sampling.batch_layout(n, q, physical, devices)
     bound = sampling.batch_size_bound(n, q)
     assert layout.capacity >= bound and layout.chunk_size % devices == 0
-    assert layout.chunk_size <= max(physical, devices) or layout.chunks == 1
+    assert layout.chunk_size <= physical * devices  # physical_batch_size counts the rows of one device
+    assert layout.chunk_size == physical * devices or layout.chunks == 1
     assert stats.binom.sf(bound, n, q) <= sampling.TAIL  # overflowing the layout is that rare
 
 
