@@ -12,18 +12,23 @@ PAGE = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE, flags=re.S)
 
 
-def test_the_pages_example_runs(tmp_path):
-    files = {b.splitlines()[0][2:].strip(): b for b in BLOCKS if b.startswith("# my_pkg/")}
-    assert set(files) == {"my_pkg/nets.py", "my_pkg/data.py"}
-    (tmp_path / "my_pkg").mkdir()
-    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+def run_page_example(tmp_path, package: str, marker: str) -> subprocess.CompletedProcess:
+    """Write the page's `# <package>/...` files into tmp_path and run the block that starts with marker."""
+    files = {b.splitlines()[0][2:].strip(): b for b in BLOCKS if b.startswith(f"# {package}/")}
+    assert set(files) == {f"{package}/nets.py", f"{package}/data.py"}
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    example = next(b for b in BLOCKS if b.startswith("# example"))
+    example = next(b for b in BLOCKS if b.startswith(marker))
     variables = env()
     variables["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT), variables.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=variables, capture_output=True,
+    return subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=variables, capture_output=True,
                           text=True, timeout=600)
+
+
+def test_the_pages_example_runs(tmp_path):
+    proc = run_page_example(tmp_path, "my_pkg", "# example")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     import tanplan
@@ -38,3 +43,15 @@ def test_the_pages_example_runs(tmp_path):
     assert launched and float(launched[1]) > 0.8 and float(launched[2]) <= 1.0 < float(launched[3]), out
     assert re.search(r"fit: law holds (True|False), prediction \S+, ε of the proxies \S+ \(RDP\)", out), out
     assert "refused: model.name = 'my_pkg.nets:make_batchnorm' is not allowed: it keeps the collection 'batch_stats'" in out
+
+
+def test_the_own_job_example_runs(tmp_path):
+    """The page's second example ("your own job"): flat feature rows from a plugged-in loader, a linen model and
+    an nnx factory taking `rngs` and `input_shape`, each trained and read back by tanplan.load_run, whose
+    predict matches the test accuracy of the summary."""
+    proc = run_page_example(tmp_path, "my_tab", "# example: your own job")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for factory in ("make_linen", "make_nnx"):
+        found = re.search(rf"my_tab.nets:{factory}: accuracy (\S+), reloaded (\S+)", proc.stdout)
+        assert found and found[1] == found[2] and float(found[1]) > 0.8, proc.stdout
+    assert (tmp_path / "runs" / "make_nnx" / "model" / "model.json").is_file()
