@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax_privacy import clipping
 
-from tanplan.dp import augmult
+from tanplan.dp import augmult, sharding
 
 
 def add_remove_sensitivity(clip_norm: float) -> float:
@@ -31,7 +31,9 @@ def add_remove_sensitivity(clip_norm: float) -> float:
 
 def clipped_grad_sum(logits_fn, clip_norm: float, augment=None, aug_mult: int = 1, task=None):
     """Private grad-sum by jax-privacy's `clipped_grad`: vmapped per-example gradients, clipped to C.
-    task: the per-example loss and metric (tanplan.task; None = cross-entropy and accuracy)."""
+    task: the per-example loss and metric (tanplan.task; None = cross-entropy and accuracy).
+    On several devices each device clips and sums its own rows, then the sums are added
+    (tanplan.dp.sharding.sum_per_device: XLA mis-partitions vmapped convolution gradients otherwise)."""
     loss = augmult.example_loss_fn(logits_fn, augment, aug_mult, task)
     grad_fn = clipping.clipped_grad(
         loss, argnums=0, has_aux=True, l2_clip_norm=clip_norm, batch_argnums=(1, 2, 3),
@@ -42,7 +44,7 @@ def clipped_grad_sum(logits_fn, clip_norm: float, augment=None, aug_mult: int = 
         grads, aux = grad_fn(params, x, y, keys, is_padding_example=~mask)
         return grads, aux.values, aux.aux
 
-    return grad_sum
+    return sharding.sum_per_device(grad_sum)
 
 
 def nonprivate_grad_sum(logits_fn, augment=None, aug_mult: int = 1, task=None):

@@ -1,7 +1,8 @@
 """Data parallelism on all local devices through jax.sharding: a Mesh with one 'data' axis.
 
 The step function is unchanged: the padded batch (chunks, rows, ...) is split along its rows over the
-devices and the state is replicated; XLA inserts the cross-device sum of the clipped gradients. The
+devices and the state is replicated; XLA inserts the cross-device sum of the clipped gradients (the vmap
+route adds its devices' sums itself, `sum_per_device`: XLA mis-partitions its per-example gradients). The
 noise is drawn from the replicated step key on the replicated sum, so it is the same single draw the
 one-device step makes (jax's partitionable threefry gives the same numbers under any sharding).
 """
@@ -37,6 +38,34 @@ def shard_batch(batch: dict, mesh: Mesh) -> dict:
 
 def replicate(tree, mesh: Mesh):
     return jax.device_put(tree, replicated(mesh))
+
+
+def sum_per_device(grad_sum):
+    """grad_sum(params, x, y, keys, mask) -> (sum, losses, accuracies) of one chunk, computed device by device:
+    each device runs grad_sum on its own rows (jax.shard_map over AXIS of data_mesh(jax.devices())) and the
+    devices' sums are added (psum); the per-row losses and accuracies stay split by rows.
+
+    Why: with the rows sharded, XLA's SPMD partitioner (jaxlib 0.10.2) partitions the grouped convolution that
+    vmap(grad(conv)) lowers to with an all-to-all that gives every device but the first wrong per-example
+    gradients (2 CPU devices, a 1-D conv: device 1's rows off by 50-100%). Each row is still clipped on its own,
+    so what changes is only where the rows run: the sum is that of the one-device step. One device (or a chunk
+    whose rows do not split evenly over the devices) runs grad_sum as it is.
+    """
+
+    def summed(params, x, y, keys, mask):
+        grads, losses, acc = grad_sum(params, x, y, keys, mask)
+        return jax.lax.psum(grads, AXIS), losses, acc
+
+    def per_device(params, x, y, keys, mask):  # the devices are looked up when traced, not when built
+        mesh = data_mesh(jax.devices())
+        if mesh.devices.size == 1 or x.shape[0] % mesh.devices.size:
+            return grad_sum(params, x, y, keys, mask)
+        rows, same = PartitionSpec(AXIS), PartitionSpec()
+        split = jax.shard_map(summed, mesh=mesh, in_specs=(same, rows, rows, rows, rows),
+                              out_specs=(same, rows, rows), check_vma=False)  # check_vma off: no psum for params
+        return split(params, x, y, keys, mask)
+
+    return per_device
 
 
 def global_batch(x: np.ndarray, y: np.ndarray, index: np.ndarray, mask: np.ndarray, mesh: Mesh) -> dict:
