@@ -163,7 +163,7 @@ def check_canary_room(cfg: Config, canaries: int) -> None:
     from tanplan.engine.setup import build_model, load_data, public_example  # lazy: JAX; the API (the planner's) imports this module
 
     dataset = load_data(cfg)  # its metadata only: the input shape, from sources too
-    model = build_model(cfg, dataset.num_classes)
+    model = build_model(cfg, dataset.num_classes, dataset.input_shape)  # as training builds it (a plug-in: checked)
     shapes = jax.eval_shape(model.init, jax.random.key(0), public_example(dataset.input_shape, 1))
     num_params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(shapes))
     if canaries > num_params:

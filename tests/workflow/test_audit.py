@@ -144,3 +144,22 @@ def test_only_the_audit_can_put_canaries_in_a_run():
                     k.arg == "canaries" for k in node.keywords)):
                 callers.add(str(path.relative_to(ROOT)))
     assert callers == {"tanplan/engine/loop.py", "tanplan/workflow/audit.py"}
+
+
+def test_the_canary_room_check_gives_a_plugged_in_factory_its_input_shape(tmp_path, monkeypatch):
+    """A factory that needs the data's input shape (nnx-style `in_features`) is built with it by the audit's
+    pre-flight check too, as by training: the check counts its parameters instead of failing."""
+    (tmp_path / "shaped_nets.py").write_text(
+        "import flax.linen as nn\n\n"
+        "class Head(nn.Module):\n    classes: int\n\n    @nn.compact\n"
+        "    def __call__(self, x):\n        return nn.Dense(self.classes)(x.reshape((x.shape[0], -1)))\n\n"
+        "def make(num_classes, input_shape):\n"
+        "    assert input_shape is not None, 'the factory needs the input shape'\n"
+        "    return Head(num_classes)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from tanplan.config import load_config
+
+    cfg = load_config(CONFIG, ["model.name=shaped_nets:make", "data.num_samples=400"])
+    audit.check_canary_room(cfg, 10)  # 40·10 + 10 parameters: room for 10 canaries
+    with pytest.raises(audit.UsageError, match="at most its 410 parameters"):
+        audit.check_canary_room(cfg, 411)
