@@ -232,9 +232,10 @@ def _raise_if_stopped(s: Session, cfg: Config, workdir) -> None:
         raise TrainingDiverged(f"training diverged: the parameters are not finite after step {s.diverged_at} "
                                f"(learning rate {cfg.train.learning_rate:g} may be too high; its {s.ledger.steps} "
                                f"steps are accounted in the ledger){kept}")
-    if s.interrupted:
-        raise RunInterrupted(f"{s.interrupted}: stopped after step {s.ledger.steps} of {s.run.plan.steps}; checkpoint "
-                             f"saved in {str(Path(workdir) / 'checkpoint')!r}; continue with --resume",
+    if s.interrupted:  # a run with no folder (api.train(out=None)) saved nothing: nothing to resume
+        kept = (f"checkpoint saved in {str(Path(workdir) / 'checkpoint')!r}; continue with --resume" if workdir
+                else "nothing was saved (the run had no output folder)")
+        raise RunInterrupted(f"{s.interrupted}: stopped after step {s.ledger.steps} of {s.run.plan.steps}; {kept}",
                              getattr(signal, s.interrupted))
 
 
