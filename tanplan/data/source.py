@@ -56,17 +56,16 @@ class ArraySource:
     def __getitem__(self, indices):
         return self.x[indices], self.y[indices]
 
-    def read_into(self, indices: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) of `size` rows: the rows `indices` first, in their order, then zeros; one gather straight
-        into place (a step's padded batch: tanplan.engine.batches)."""
-        x = np.zeros((size, *self.x.shape[1:]), np.float32)
-        y = np.zeros((size, *self.y.shape[1:]), self.y.dtype)
+    row_dtype = np.dtype(np.float32)  # what `fill` writes
+
+    def fill(self, indices: np.ndarray, x_out: np.ndarray) -> np.ndarray:
+        """The inputs of rows `indices` into x_out (float32), in their order, one gather straight into place;
+        returns their labels (the step reader's fast path, tanplan.engine.batches; thread-safe)."""
         if self.x.dtype == np.float32:
-            np.take(self.x, indices, axis=0, out=x[: len(indices)])
+            np.take(self.x, indices, axis=0, out=x_out)
         else:
-            x[: len(indices)] = self.x[indices]
-        np.take(self.y, indices, axis=0, out=y[: len(indices)])
-        return x, y
+            x_out[...] = self.x[indices]
+        return self.y[indices]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -94,10 +93,18 @@ class Prefix:
         return getattr(self.source, "input_shape", None)
 
     @property
-    def read_into(self):
+    def fill(self):
         """The source's own fast path, when it has one (AttributeError otherwise: the reader then reads
         by __getitem__); the indices a run draws lie below n by construction."""
-        return self.source.read_into
+        return self.source.fill
+
+    @property
+    def pixels(self):
+        return getattr(self.source, "pixels", None)
+
+    @property
+    def row_dtype(self):
+        return getattr(self.source, "row_dtype", np.dtype(np.float32))
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,8 +2,9 @@
 
 Step t's batch is the Poisson sample drawn from the run's secret (tanplan.dp.sampling.poisson_batch with
 `secret.batch_rng(BATCH, t)`: every example in with probability q, independently); `StepBatches` draws it,
-reads exactly those rows from the source (one call, in ascending index order; an in-memory source
-gathers them straight into place), places them in the padded layout (real rows first, zeros after:
+reads exactly those rows from the source (one call, in ascending index order; a source with `fill`, in
+memory or a memmap, writes them straight into place, a memmap's uint8 pixels as they are: the jitted step
+normalises them on the device, `device_inputs`), places them in the padded layout (real rows first, zeros after:
 tanplan.dp.sampling.pad_indices) and hands the padded batch to the loop as global arrays sharded over the
 mesh. While step t trains, a background thread draws and reads step t+1's batch: so at any time at most
 two batches of rows are held or being read (the step's and the next one's), and a source of any size is
@@ -23,8 +24,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from tanplan.data.source import check_rows, rows_as_asked
@@ -38,7 +41,8 @@ class Drawn:
     step: int
     indices: np.ndarray
     layout: object  # tanplan.dp.sampling.BatchLayout the rows were placed for
-    x: np.ndarray  # (chunks, chunk_size, *input_shape), zeros in padding and other processes' rows
+    x: np.ndarray  # (chunks, chunk_size, *input_shape), zeros in padding and other processes' rows (uint8 pixels
+    # of a source with `pixels`, normalised on the device: device_inputs)
     y: np.ndarray
     mask: np.ndarray  # (chunks, chunk_size): real rows
     index: np.ndarray  # (chunks, chunk_size) int32: each real row's index in the training set, 0 in padding
@@ -108,15 +112,26 @@ class StepBatches:
 
     def _placed(self, wanted: np.ndarray, places: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         """(x, y) of `size` flat rows: source[wanted] read in ascending index order (one call: a memmap then
-        reads forward through its file), each row put at its place, zeros elsewhere."""
+        reads forward through its file), each row put at its place, zeros elsewhere. A source with `fill`
+        writes its rows (uint8 pixels as they are) straight into place when they arrive in place's order."""
         order = np.argsort(wanted, kind="stable")
+        ascending, dest = wanted[order], places[order]
+        fill = getattr(self.source, "fill", None)
+        direct = fill is not None and np.array_equal(dest, np.arange(len(dest)))
         with self._reading:
-            x_rows, y_rows = self.source[wanted[order]]
-        x_rows, y_rows = rows_as_asked(self.name, x_rows, y_rows, len(wanted))
+            if fill is not None:
+                shape, dtype = self.input_shape, np.dtype(self.source.row_dtype)
+                x = np.zeros((size, *shape), dtype)
+                x_rows = x[: len(dest)] if direct else np.empty((len(dest), *shape), dtype)
+                x_rows, y_rows = rows_as_asked(self.name, x_rows, fill(ascending, x_rows), len(wanted))
+            else:
+                x_rows, y_rows = rows_as_asked(self.name, *self.source[ascending], len(wanted))
+                x = np.zeros((size, *x_rows.shape[1:]), np.float32)  # cast as placed
         check_rows(self.name, x_rows, y_rows, self.input_shape or x_rows.shape[1:], self.num_classes)
-        x = np.zeros((size, *x_rows.shape[1:]), np.float32)
+        if not direct:
+            x[dest] = x_rows
         y = np.zeros((size, *y_rows.shape[1:]), y_rows.dtype)
-        x[places[order]], y[places[order]] = x_rows, y_rows
+        y[dest] = y_rows
         return x, y
 
     def _read(self, t: int, layout, indices: np.ndarray | None = None) -> Drawn:
@@ -127,14 +142,28 @@ class StepBatches:
         local = (local_rows(layout, self.mesh) & mask).reshape(-1)
         wanted = index.reshape(-1)[local]  # this process's rows, in the batch's order
         places = np.flatnonzero(local)  # where they go in the flat padded batch
-        if hasattr(self.source, "read_into") and np.array_equal(places, np.arange(len(places))):
-            with self._reading:  # in memory: gathered straight into place
-                x, y = self.source.read_into(wanted, index.size)
-            check_rows(self.name, x, y[places], self.input_shape or x.shape[1:], self.num_classes)
-        else:
-            x, y = self._placed(wanted, places, index.size)  # checked as read
+        x, y = self._placed(wanted, places, index.size)  # checked as read
         x, y = x.reshape(index.shape + x.shape[1:]), y.reshape(index.shape + y.shape[1:])
         return Drawn(t, indices, layout, x, y, mask, sampling.row_index(index, mask))
+
+
+def device_inputs(source) -> Callable[[dict], dict]:
+    """batch -> the batch with its rows as the model's float32 inputs, for the jitted step (traced there):
+    a source with `pixels` (tanplan.data.pixels: uint8 rows of a memmap) hands its rows over as they are
+    stored, and they are normalised here, on the device, padding rows kept at zero; identity otherwise
+    (float rows were normalised when read)."""
+    pixels = getattr(source, "pixels", None)
+    if pixels is None:
+        return lambda batch: batch
+
+    def inputs(batch: dict) -> dict:
+        x, mask = batch["x"], batch["mask"]
+        if not jnp.issubdtype(x.dtype, jnp.integer):
+            return batch
+        real = mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
+        return {**batch, "x": jnp.where(real, pixels.on_device(x), 0.0)}
+
+    return inputs
 
 
 def local_rows(layout, mesh) -> np.ndarray:
