@@ -74,6 +74,7 @@ class MemmapSource:
         stored = _npy_header(Path(folder) / f"{split}_x.npy")[1]
         self.pixels = self._normal if stored == np.uint8 else None  # uint8 rows travel as they are
         self.row_dtype = np.dtype(np.uint8 if self.pixels else np.float32)  # what `fill` writes
+        self.forward_reads = True  # a file: `fill` reads fastest in ascending index order
         self._x = self._y = None
         self._opening = threading.Lock()
 

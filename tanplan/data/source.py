@@ -106,6 +106,10 @@ class Prefix:
     def row_dtype(self):
         return getattr(self.source, "row_dtype", np.dtype(np.float32))
 
+    @property
+    def forward_reads(self):
+        return getattr(self.source, "forward_reads", False)
+
 
 @dataclass(frozen=True, eq=False)
 class Sources:
