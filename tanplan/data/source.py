@@ -5,6 +5,10 @@ an ArrayRecord file, a Hugging Face dataset (`ds.with_format("numpy")[indices]`)
 qualify. `source[indices]` returns the rows in the order asked for: x of shape (len(indices), *input_shape)
 and y of shape (len(indices),). tanplan reads each step's Poisson batch from the training source by index
 (tanplan.engine.batches) and the test source in consecutive batches; nothing reads the whole training set.
+A source may also offer the step reader's fast path (tanplan.data.reader): `fill(indices, x_out) -> labels`,
+thread-safe, writing its rows straight into x_out in the dtype `row_dtype` (float32; a memmap's uint8 pixels,
+with their normalisation constants as `pixels`, tanplan.data.pixels), `forward_reads` when ascending indices
+read fastest (a file).
 
     >>> s = ArraySource(np.arange(12, dtype=np.float32).reshape(6, 2), np.array([0, 1, 0, 1, 0, 1]))
     >>> x, y = read_rows(s, np.array([4, 1]))

@@ -7,8 +7,9 @@ reads exactly the rows that land on this process's devices (tanplan.data.reader:
 memmap's uint8 pixels as they are stored, which the jitted step normalises on the device: `device_inputs`)
 and hands the padded batch to the loop as global arrays sharded over the mesh. While step t trains, a
 background thread draws and reads step t+1's batch: so at any time at most two batches of rows are held or
-being read (the step's and the next one's), and a source of any size is never read whole. Reads of the
-source never overlap (one lock): a source need not be thread-safe.
+being read (the step's and the next one's), and a source of any size is never read whole. Batches are
+read one at a time (one lock); within one, a source that fills in place (thread-safe by contract: in
+memory, a memmap) is read by several threads, any other by one call: it need not be thread-safe.
 
 Several processes (hosts): every process draws the SAME selection from the shared secret (the draw of step
 t is a function of (secret, t) alone, and the layout of public numbers: N, q, the config), so the Poisson
@@ -68,14 +69,16 @@ class StepBatches:
     has one). Every batch read is checked (tanplan.data.source.check_rows: shape, finite numbers, labels)
     and a bad one raises BadRows, a UsageError stating public facts only. stop: the run's last step + 1
     (nothing is read past it); prefetch: read step t+1 while step t trains (False: read on demand, in the
-    calling thread).
+    calling thread); threads: the reader threads of a source that fills in place (tanplan.data.reader;
+    None: one a core, bounded).
     """
 
     def __init__(self, source, draw, mesh, *, stop: int, num_classes: int = 0, name: str = "training source",
-                 prefetch: bool = True, input_shape=None):
+                 prefetch: bool = True, input_shape=None, threads: int | None = None):
         self.source, self.draw, self.mesh, self.stop = source, draw, mesh, stop
         self.input_shape = tuple(input_shape or getattr(source, "input_shape", None) or ()) or None
-        self.rows = RowReader(source, name=name, input_shape=self.input_shape, num_classes=num_classes)
+        self.rows = RowReader(source, name=name, input_shape=self.input_shape, num_classes=num_classes,
+                              threads=threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
         self._next: tuple[int, Future] | None = None
         self._reading = threading.Lock()  # the prefetch and the loop's own reads take turns at the source
@@ -92,6 +95,7 @@ class StepBatches:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self._next = None
+        self.rows.close()
 
     def indices(self, t: int, layout) -> np.ndarray:
         """Step t's indices (drawn or prefetched); the loop grows the layout from their count if needed."""
