@@ -34,8 +34,10 @@ THREAT_MODEL = ThreatModel(
     does_not_see="any intermediate update, gradient or noisy sum (the accountant's ε assumes all of them are "
                  "released), the coins, the noise, the Poisson batches or the run's secret",
     can_show="a gross break of the mechanism that reaches the released model (the noise missing or far too small, "
-             "examples used outside the accounted steps, a sampling rate far above the accountant's): the bound then "
-             "exceeds the claim, a violation at the stated confidence",
+             "examples used outside the accounted steps) where training makes the model learn single examples (few "
+             "examples, many passes, small batches): the bound then exceeds the claim, a violation at the stated "
+             "confidence. Where it does not (large batches), even a missing noise can leave the released model "
+             "no more revealing than a private one",
     cannot_show="that the claim holds, or that it is tight: a black-box bound from one run sits far below the ε "
                 "of DP-SGD (which pays for every intermediate update), so a mechanism only a little weaker than "
                 "accounted, or leaking through the updates alone, goes unseen; the white-box `tanplan audit` "

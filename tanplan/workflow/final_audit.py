@@ -150,18 +150,17 @@ def two_sided_bound(scores: np.ndarray, held_in: np.ndarray, delta: float, confi
                     fractions=GUESS_FRACTIONS) -> Bound:
     """The best one-run bound over the guesses "the h highest scores are in, the h lowest out", h = f·M/2 for f
     in fractions (fixed in advance), union-bounded: each at significance (1 − confidence)/len(fractions). Ties
-    are broken by canary order, which the coins do not depend on."""
+    are broken by canary order, which the coins do not depend on. When no guesses give a bound (ε ≥ 0), the
+    largest set of guesses is reported, to show how close it came."""
     m = len(scores)
     order = np.argsort(-np.asarray(scores, np.float64), kind="stable")
     halves = sorted({max(1, round(f * m / 2)) for f in fractions})
     significance = (1 - confidence) / len(halves)
-    best = Bound(0.0, 0, 0)
+    bounds = []
     for h in halves:
         correct = int(held_in[order[:h]].sum() + (~held_in[order[m - h:]]).sum())
-        eps = one_run_epsilon(m, 2 * h, correct, significance, delta)
-        if eps > best.epsilon:
-            best = Bound(eps, 2 * h, correct)
-    return best
+        bounds.append(Bound(one_run_epsilon(m, 2 * h, correct, significance, delta), 2 * h, correct))
+    return max(bounds, key=lambda b: (b.epsilon, b.guesses))
 
 
 def verdict(bound: Bound, claim: Claim, confidence: float) -> tuple[str, str]:

@@ -203,3 +203,23 @@ def test_canary_kind_without_final_model_and_a_used_out_exit_2(tmp_path):
     code, _, stderr = _audit(tmp_path / "used")
     assert code == 2 and "already holds an audited run" in stderr
     assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["run"]
+
+
+def test_only_the_final_model_audit_trains_on_a_set_of_its_own():
+    """The loop's `dataset` (a training set in place of the config's) is passed by the final-model audit alone
+    (and by the loop to its own preparation): no other command trains on anything but cfg.data."""
+    import ast
+
+    from helpers import ROOT
+
+    callers = set()
+    for path in (ROOT / "tanplan").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            engine_prepare = name == "prepare" and getattr(getattr(node.func, "value", None), "id", "") == "setup"
+            if (name == "train_and_evaluate" or engine_prepare) and (
+                    any(k.arg == "dataset" for k in node.keywords) or (engine_prepare and len(node.args) > 1)):
+                callers.add(str(path.relative_to(ROOT)))
+    assert callers == {"tanplan/engine/loop.py", "tanplan/workflow/final_audit.py"}
