@@ -56,7 +56,8 @@ def execute(args) -> int:
     if args.final_model:
         return execute_final(args)
     if args.canary_kind is not None:
-        raise UsageError("--canary-kind is allowed only with --final-model: the white-box audit's canaries are gradients")
+        raise UsageError("--canary-kind is allowed only with --final-model: the white-box audit's canaries are "
+                         "gradients")
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,

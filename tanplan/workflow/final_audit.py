@@ -124,7 +124,7 @@ def label_margins(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Bound:
-    """ε ≥ epsilon with the stated confidence, from `guesses` guesses (half in, half out), `correct` of them right."""
+    """ε ≥ epsilon with the stated confidence, from `guesses` guesses (half in, half out), `correct` right."""
 
     epsilon: float
     guesses: int
