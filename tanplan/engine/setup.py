@@ -99,11 +99,12 @@ def check_init(cfg: Config):
     return model_init.read_source(cfg) if (cfg.init.path or cfg.init.loader) else None
 
 
-def prepare(cfg: Config) -> Prepared:
+def prepare(cfg: Config, dataset=None) -> Prepared:
     """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed, or
-    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen)."""
+    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen).
+    dataset: the data to train on in place of cfg.data's (the final-model audit's set, with its canaries)."""
     source = check_init(cfg)  # before any data is read
-    dataset = load_data(cfg)
+    dataset = load_data(cfg) if dataset is None else dataset
     tasks.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
     check_batches_fit(cfg, plan, dataset)  # large rows of a memmap or a source: refused before anything is written
