@@ -90,7 +90,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     (audit_canaries, private_release false), and on_canaries receives the CanaryRecord (the secret draw and
     what each step released on the canaries) once the run finished: it is never written, never in the summary.
     dataset: a tanplan.data Dataset to train on in place of cfg.data's (tanplan.workflow.final_audit passes its
-    training set with the held-in input canaries); N, q and σ are then this set's.
+    training set with the held-in input canaries); N, q and σ are then this set's, and summary.json and the
+    model card say the run is not a private release (private_release false).
     """
     if canaries and (resume or on_canaries is None):
         raise ValueError("an audited run is never resumed, and hands its canaries' record to on_canaries: the "
@@ -123,7 +124,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         s.bar = _progress_bar(cfg, run, s.start, show=progress and primary)
         s.tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=s.start, primary=primary)
         _train_steps(s)
-        summary = close_run(s, started=started, backend=backend, env=env, canaries=canaries)
+        summary = close_run(s, started=started, backend=backend, env=env, canaries=canaries,
+                            audit_data=dataset is not None)
     _raise_if_stopped(s, cfg, workdir)
     if run.audited is not None:
         on_canaries(run.audited.record())

@@ -141,6 +141,14 @@ def test_the_intact_run_is_consistent_and_reports_its_threat_model(audits):
         assert (audits["root"] / "intact" / name).is_file(), name
 
 
+def test_the_audits_run_says_it_is_not_a_private_release(audits):
+    run = audits["root"] / "intact" / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    card = json.loads((run / "model" / "model.json").read_text())
+    assert summary["private_release"] is False and card["private_release"] is False
+    assert "audit_canaries" not in card  # input canaries: no gradient canaries wrapped the mechanism
+
+
 def test_the_run_without_noise_is_a_violation_with_exit_5(audits):
     code, stdout, stderr, result = audits["broken-out"]
     assert code == 5, stderr[-2000:]
