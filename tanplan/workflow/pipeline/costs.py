@@ -8,9 +8,16 @@ batches of expected size B'), the launch B·S.
   earlier when fit.precision or the marginal rule says so: tanplan.workflow.ladder);
 - fit (an explicit list): every size × fit.seeds (exactly);
 - launch: B·S.
+
+With a throughput (tanplan.workflow.pipeline.throughput: the runs of an earlier run in the same folder, or a
+timed probe), each stage also gets its wall time: example-gradients × seconds per example, plus each run's
+compilation and evaluation when the runs measured them (the ladder: as many runs as its budget could buy).
 """
 
 from __future__ import annotations
+
+import dataclasses
+import math
 
 from tanplan.config import Config
 from tanplan.errors import UsageError
@@ -18,6 +25,7 @@ from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
 from tanplan.workflow.fit import check_batch_sizes
 from tanplan.workflow.ladder import budget_of, check_ladder
 from tanplan.workflow.pipeline.checks import sweep_batch_size
+from tanplan.workflow.pipeline.throughput import Throughput, probe, recorded
 
 
 def _stage(name: str, runs: int | None, per_step: float, cfg: Config, bound: str = "exactly") -> PlannedStage:
@@ -73,20 +81,66 @@ def dry_run(cfg: Config, proxy_batch_size: int | None = None, trials: int | None
     return run_compute(cfg, sweep_b, trials)
 
 
+def ladder_runs_bound(cfg: Config) -> int:
+    """The most runs the ladder's budget can buy: its rungs climbed with fit.ladder_seeds seeds while they fit,
+    then single seeds at its cheapest rung."""
+    budget = budget_of(cfg)
+    left, runs = budget.per_step, 0
+    for b in budget.sizes:
+        if budget.seeds * b > left:
+            break
+        left -= budget.seeds * b
+        runs += budget.seeds
+    return runs + int(left // budget.sizes[0]) if budget.sizes else runs
+
+
+def with_wall_time(planned: PlannedCompute, throughput: Throughput, cfg: Config) -> PlannedCompute:
+    """planned with each stage's wall time at this throughput, and where the throughput was measured."""
+    stages = tuple(dataclasses.replace(s, wall_seconds=throughput.seconds(
+        s.example_gradients, s.runs if s.runs is not None else ladder_runs_bound(cfg))) for s in planned.stages)
+    return dataclasses.replace(planned, stages=stages, seconds_per_example=throughput.seconds_per_example,
+                               wall_source=throughput.source)
+
+
+def duration(seconds: float) -> str:
+    """A wall time for a terminal.
+
+        >>> duration(42), duration(5400), duration(200000)
+        ('42 s', '1.5 h', '2.3 days')
+    """
+    if seconds < 120:
+        return f"{math.ceil(seconds):.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def timed(planned: PlannedCompute, cfg: Config, out, *, measure: bool) -> PlannedCompute:
+    """planned with wall times: at the throughput of the runs already in `out`, else of a probe (a cached one;
+    a new one only when measure); unchanged when there is none."""
+    found = recorded(out) or probe(cfg, measure=measure)
+    return with_wall_time(planned, found, cfg) if found is not None else planned
+
+
 def compute_lines(planned: PlannedCompute) -> list[str]:
     """One line a stage, for a terminal.
 
         >>> from tanplan.config import load_config
         >>> compute_lines(planned_compute(load_config(None, ["train.batch_size=4096"]), [launch_cost(
         ...     load_config(None, ["train.batch_size=4096"]))]))[0]
-        'planned compute: launch: 1 run, exactly 819,200 example-gradients, 1 of the target's B·S'
+        "planned compute: launch: 1 run, exactly 819,200 example-gradients, 1 of the target's B·S"
     """
     lines = []
     for s in planned.stages:
         runs = f"{s.runs} run{'s' if s.runs != 1 else ''}" if s.runs is not None else "runs chosen as it climbs"
+        wall = f", {'≤' if s.bound == 'at most' else '≈'} {duration(s.wall_seconds)}" if s.wall_seconds is not None else ""
         lines.append(f"planned compute: {s.stage}: {runs}, {s.bound} {s.example_gradients:,} example-gradients, "
-                     f"{s.fraction:.3g} of the target's B·S")
+                     f"{s.fraction:.3g} of the target's B·S{wall}")
+    if planned.wall_source is not None:
+        lines.append(f"planned wall time: at {planned.seconds_per_example:.3g} s an example-gradient on one device, "
+                     f"{planned.wall_source}")
     return lines
 
 
-__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "dry_run", "compute_lines"]
+__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "dry_run", "compute_lines",
+           "ladder_runs_bound", "with_wall_time", "duration", "timed"]

@@ -12,7 +12,7 @@ from tanplan.outcomes.pipeline import ProxyCompute, RunResult
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow import tuning
 from tanplan.workflow.pipeline.baselines import baselines_at
-from tanplan.workflow.pipeline.costs import compute_lines, run_compute
+from tanplan.workflow.pipeline.costs import compute_lines, run_compute, timed
 from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
                                               validate_inputs)
 from tanplan.workflow.pipeline.interrupts import interrupted_stage
@@ -51,7 +51,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
     test_sizes = eval_sets(tune, dataset)
     spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
-    for line in compute_lines(run_compute(cfg, sweep_b, trials)):  # every input checked: the cost, before it is spent
+    # every input checked: the cost, before it is spent (wall times at a throughput already measured)
+    for line in compute_lines(timed(run_compute(cfg, sweep_b, trials), cfg, out, measure=False)):
         log(line)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / RUN_FILE, record.to_dict())
