@@ -28,14 +28,44 @@ def test_dry_run_prints_each_stages_planned_compute_and_trains_nothing(tmp_path,
     cfg = load_config(CONFIG)
     target = cfg.train.batch_size * cfg.train.steps
     sweep_runs = cfg.sweep.trials + cfg.sweep.top_k * cfg.sweep.seeds
-    for stage, examples in (("sweep", sweep_runs * 64 * cfg.train.steps),
-                            ("ladder", budget_of(cfg).per_step * cfg.train.steps), ("launch", target)):
+    # the sweep at the ladder's second rung, 32; the ladder gets what the pipeline's budget leaves after it
+    for stage, examples in (("sweep", sweep_runs * 32 * cfg.train.steps),
+                            ("ladder", budget_of(cfg, sweep_runs * 32).per_step * cfg.train.steps), ("launch", target)):
         line = next(l for l in text.splitlines() if l.startswith(f"planned compute: {stage}:"))
         assert f"{int(examples):,} example-gradients" in line and f"{examples / target:.3g} of the target" in line
     assert main(["run", "--dry-run", "--no-probe", "--json", "--config", CONFIG, "--out", str(out)]) == 0
     planned = PlannedCompute.from_dict(json.loads(capsys.readouterr().out))
     assert [s.stage for s in planned.stages] == ["sweep", "ladder", "launch"] and not out.exists()
     assert planned.proxy_fraction == sum(s.fraction for s in planned.stages[:2])
+
+
+LARGE = ["data.num_samples=80000", "train.batch_size=16384"]  # issue 30's large setting, the demo's other settings
+
+
+@pytest.mark.parametrize("sets, most", [((), 1 / 4), (LARGE, 1 / 8)])
+def test_the_pipelines_compute_is_at_most_a_quarter_of_the_demos_and_an_eighth_at_b_16384(sets, most, capsys):
+    assert main(["run", "--dry-run", "--no-probe", "--json", "--config", CONFIG, "--out", "unused",
+                 *sum([["--set", s] for s in sets], [])]) == 0
+    planned = PlannedCompute.from_dict(json.loads(capsys.readouterr().out))
+    sweep, ladder, launch = planned.stages
+    assert planned.proxy_fraction == pytest.approx(sweep.fraction + ladder.fraction)
+    assert planned.proxy_fraction <= most + 1e-12 and sweep.example_gradients + ladder.example_gradients <= \
+        launch.example_gradients
+    cfg = load_config(CONFIG, list(sets))
+    assert sweep.fraction == pytest.approx((cfg.sweep.trials + cfg.sweep.top_k * cfg.sweep.seeds) * 32
+                                           / cfg.train.batch_size)  # runs × B'/B: falls as B/B' grows
+
+
+def test_a_pipeline_budget_that_cannot_pay_the_ladder_after_the_sweep_is_not_launched_before_anything(tmp_path,
+                                                                                                     capsys):
+    out = tmp_path / "run"
+    args = ["run", "--config", CONFIG, "--set", "sweep.trials=20", "--out", str(out)]  # 26 runs × 32 = 832·S
+    for extra in (["--dry-run"], []):
+        assert main(args + extra) == 4
+        captured = capsys.readouterr()
+        assert captured.out == "" and not out.exists()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and "raise fit.compute_budget" in err[0] and "after the sweep's 832·S" in err[0]
 
 
 def test_an_explicit_list_is_planned_exactly_and_bad_input_exits_2_before_anything(tmp_path, capsys):
@@ -91,7 +121,8 @@ def test_the_probe_times_the_models_dp_step(tmp_path, monkeypatch):
 
 
 def test_the_runs_in_the_out_folder_give_the_throughput_with_their_overheads(tmp_path, capsys):
-    cfg = load_config(CONFIG, SMALL)
+    sets = SMALL + ["fit.compute_budget=0"]  # B = 512: a target too small for the pipeline's budget
+    cfg = load_config(CONFIG, sets)
     runs = [(2.0, 5.0), (4.0, 6.0)]  # (training seconds, wall seconds) of two recorded runs
     for k, (train_s, wall_s) in enumerate(runs):
         summary = dataclasses.replace(fake_train()(cfg, None), train_seconds=train_s, wall_seconds=wall_s)
@@ -105,7 +136,7 @@ def test_the_runs_in_the_out_folder_give_the_throughput_with_their_overheads(tmp
     assert sweep.wall_seconds == pytest.approx(sweep.example_gradients * 6.0 / examples + sweep.runs * 2.5)
     assert ladder.wall_seconds == pytest.approx(ladder.example_gradients * 6.0 / examples
                                                 + ladder_runs_bound(cfg) * 2.5)
-    assert main(["run", "--dry-run", "--no-probe", "--config", CONFIG, *sum([["--set", s] for s in SMALL], []),
+    assert main(["run", "--dry-run", "--no-probe", "--config", CONFIG, *sum([["--set", s] for s in sets], []),
                  "--out", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
     assert "measured by the 2 run(s) recorded in" in text and _wall_line(text) == pytest.approx(6.0 / examples,
