@@ -38,6 +38,7 @@ class PlannedCompute(Result):
     proxy_fraction: float  # every stage but the launch, at most
     seconds_per_example: float | None = optional()  # the throughput the wall times use
     wall_source: str | None = optional()  # where it was measured (tanplan.workflow.pipeline.throughput)
+    wall_lower_bound: bool | None = optional()  # True: a probe's throughput, the wall times are at least these
 
 
 @dataclass(frozen=True, kw_only=True)

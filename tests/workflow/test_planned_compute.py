@@ -102,10 +102,12 @@ def test_dry_run_times_the_stages_by_a_probe_then_reuses_it_from_the_cache(tmp_p
     assert main(args) == 0  # the probe: 0.25 s a step of one chunk of 16 rows
     text = capsys.readouterr().out
     assert "measured now" in text and not (tmp_path / "r").exists() and timed_rows == [16]
+    launch_line = next(l for l in text.splitlines() if l.startswith("planned compute: launch:"))
+    assert ", ≥ " in launch_line and "lower bound" in text  # a probe leaves the loop's overheads out
     assert _wall_line(text) == pytest.approx(0.25 / 16, rel=1e-2)  # printed to 3 digits
     assert main(args + ["--json"]) == 0  # the cached probe, not a second one
     planned = PlannedCompute.from_dict(json.loads(capsys.readouterr().out))
-    assert "recorded in" in planned.wall_source and timed_rows == [16]
+    assert "recorded in" in planned.wall_source and timed_rows == [16] and planned.wall_lower_bound
     assert planned.seconds_per_example == pytest.approx(0.25 / 16)
     for stage in planned.stages:  # a probe knows no per-run overhead: examples × seconds per example
         assert stage.wall_seconds == pytest.approx(stage.example_gradients * 0.25 / 16)
@@ -139,7 +141,8 @@ def test_the_runs_in_the_out_folder_give_the_throughput_with_their_overheads(tmp
     assert main(["run", "--dry-run", "--no-probe", "--config", CONFIG, *sum([["--set", s] for s in sets], []),
                  "--out", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
-    assert "measured by the 2 run(s) recorded in" in text and _wall_line(text) == pytest.approx(6.0 / examples,
+    assert ", ≈ " in next(l for l in text.splitlines() if l.startswith("planned compute: sweep:"))
+    assert not planned.wall_lower_bound and "measured by the 2 run(s) recorded in" in text and _wall_line(text) == pytest.approx(6.0 / examples,
                                                                                                rel=1e-2)
 
 

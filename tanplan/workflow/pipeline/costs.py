@@ -104,7 +104,7 @@ def with_wall_time(planned: PlannedCompute, throughput: Throughput, cfg: Config)
     stages = tuple(dataclasses.replace(s, wall_seconds=throughput.seconds(s.example_gradients, runs(s)))
                    for s in planned.stages)
     return dataclasses.replace(planned, stages=stages, seconds_per_example=throughput.seconds_per_example,
-                               wall_source=throughput.source)
+                               wall_source=throughput.source, wall_lower_bound=throughput.lower_bound)
 
 
 def duration(seconds: float) -> str:
@@ -127,6 +127,14 @@ def timed(planned: PlannedCompute, cfg: Config, out, *, measure: bool) -> Planne
     return with_wall_time(planned, found, cfg) if found is not None else planned
 
 
+def _about(stage: PlannedStage, planned: PlannedCompute) -> str:
+    """≥ for an exact stage at a probe's (lower-bound) throughput, ≤ for a bounded one at a measured one, ~ for a
+    bounded stage at a lower bound, ≈ otherwise."""
+    if planned.wall_lower_bound:
+        return "≥" if stage.bound == "exactly" else "~"
+    return "≤" if stage.bound == "at most" else "≈"
+
+
 def compute_lines(planned: PlannedCompute) -> list[str]:
     """One line a stage, for a terminal.
 
@@ -138,7 +146,7 @@ def compute_lines(planned: PlannedCompute) -> list[str]:
     lines = []
     for s in planned.stages:
         runs = f"{s.runs} run{'s' if s.runs != 1 else ''}" if s.runs is not None else "runs chosen as it climbs"
-        wall = f", {'≤' if s.bound == 'at most' else '≈'} {duration(s.wall_seconds)}" if s.wall_seconds is not None else ""
+        wall = f", {_about(s, planned)} {duration(s.wall_seconds)}" if s.wall_seconds is not None else ""
         lines.append(f"planned compute: {s.stage}: {runs}, {s.bound} {s.example_gradients:,} example-gradients, "
                      f"{s.fraction:.3g} of the target's B·S{wall}")
     if planned.wall_source is not None:

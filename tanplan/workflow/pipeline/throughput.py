@@ -42,6 +42,7 @@ class Throughput:
     seconds_per_example: float
     run_overhead_seconds: float
     source: str
+    lower_bound: bool = False  # a probe: the loop's sampling, padding, evaluation and checkpoints are not in it
 
     def seconds(self, example_gradients: float, runs: int) -> float:
         """A stage's wall time: its example-gradients at this rate, plus each run's overhead."""
@@ -85,7 +86,8 @@ def probe(cfg: Config, *, measure: bool = True) -> Throughput | None:
         try:
             old = json.loads(path.read_text(encoding="utf-8"))
             return Throughput(seconds_per_example=float(old["seconds_per_example"]), run_overhead_seconds=0.0,
-                              source=f"a probe of the model's step recorded in {path} ({old['when']})")
+                              source=f"a probe of the model's step recorded in {path} ({old['when']}); a lower "
+                                     "bound", lower_bound=True)
         except (OSError, ValueError, TypeError, KeyError):
             pass  # an unreadable record: probe again
     if not measure:
@@ -95,8 +97,9 @@ def probe(cfg: Config, *, measure: bool = True) -> Throughput | None:
     write_json_atomic(path, {"seconds_per_example": step_seconds / rows, "rows": rows,
                              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     return Throughput(seconds_per_example=step_seconds / rows, run_overhead_seconds=0.0,
-                      source=f"a probe of {PROBE_STEPS} steps of the model at {rows} rows, measured now "
-                             "(compilation and evaluation not included)")
+                      source=f"a probe of {PROBE_STEPS} steps of the model at {rows} rows, measured now; a lower "
+                             "bound (the loop's batch sampling, padding, evaluation, checkpoints and compilation "
+                             "are not in it)", lower_bound=True)
 
 
 def _time_steps(cfg: Config, rows: int) -> float:
