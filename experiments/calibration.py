@@ -14,7 +14,8 @@ draw). The launch is a run drawn from the pool of measured launches. Reported pe
   Monte Carlo noise);
 - |pred − launch mean|: median and 90th percentile of the distance to the launch pool's mean;
 - half-width: the mean half-width of the intervals, against the launch pool's own 1.96·std;
-- compute: the ladder's Σ B'·S ÷ the target's B·S (the sweep's trials come on top, as in the pipeline);
+- compute: the ladder's Σ B'·S ÷ the target's B·S, within what fit.compute_budget leaves after the setting's
+  sweep (which comes on top, as in the pipeline);
 - the launch spread the law estimated (median std) against the launch pool's std.
 
 With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
@@ -123,15 +124,16 @@ class Outcome:
     parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
 
 
-def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None) -> Outcome:
+def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None, sweep_spent: float = 0.0) -> Outcome:
     """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults: the same Budget the pipeline builds,
-    budget_of) on draws from the pool; floor and forms change fit.min_proxy_budget and fit.law (variants)."""
+    budget_of, after the sweep's Σ B' a step, sweep_spent) on draws from the pool; floor and forms change
+    fit.min_proxy_budget and fit.law (variants)."""
     from tanplan.config import load_config
 
     target = pool.target_batch_size
     f = load_config(None, [f"train.batch_size={target}"]).fit
     budget = budget_of(load_config(None, [f"train.batch_size={target}"] +
-                                   ([f"fit.min_proxy_budget={floor}"] if floor else [])))
+                                   ([f"fit.min_proxy_budget={floor}"] if floor else [])), sweep_spent)
     outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
                     forms=forms or forms_of(f.law))
     compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
@@ -342,6 +344,15 @@ VARIANTS = {  # the same replay with one setting of [fit] changed
 }
 
 
+def sweep_spent(setting) -> int:
+    """The setting's sweep, Σ B' a step over its runs, as `tanplan run` plans it (its config's [sweep])."""
+    from tanplan.config import load_config
+    from tanplan.workflow.pipeline.checks import sweep_batch_size, sweep_per_step
+
+    cfg = load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
+    return sweep_per_step(cfg, sweep_batch_size(cfg, None))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", action="append", choices=sorted(SETTINGS))
@@ -363,14 +374,16 @@ def main() -> None:
             print(f"| {name} | (no pool: experiments/calibration_pools.py --setting {name}) |")
             continue
         pool = load_pool(path, SETTINGS[name].test_sizes)
-        new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction)
+        spent = sweep_spent(SETTINGS[name])  # the pipeline's ladder gets what fit.compute_budget leaves after it
+        new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction, sweep_spent=spent)
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
         parts.append(parts_row(pool, new))
         if args.variants:
             for label, kwargs in VARIANTS.items():
                 rng = np.random.default_rng(0)
-                print(evaluate(pool, [new_rule(pool, rng, **kwargs) for _ in range(args.draws)], label).row())
+                print(evaluate(pool, [new_rule(pool, rng, sweep_spent=spent, **kwargs) for _ in range(args.draws)],
+                               label).row())
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)
             figure(pool, new, old, Path(args.figures) / f"{name}.png")

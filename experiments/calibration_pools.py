@@ -1,6 +1,7 @@
 """Train the calibration pools: many seeds of every proxy rung and several launches of one target.
 
     .venv/bin/python experiments/calibration_pools.py --setting demo [--setting eps1_b2048 ...]
+    .venv/bin/python experiments/calibration_pools.py --setting large_b16384 --plan   # its cost; trains nothing
 
 For each setting (SETTINGS below) one JSON line per run is appended to
 experiments/calibration_pools/<setting>.jsonl as the run ends:
@@ -65,6 +66,12 @@ SETTINGS = {
                 {**PLD, "privacy.delta": _delta(2000)},
                 {16: 16, 32: 16, 64: 12, 128: 10, 256: 8}, launches=8,
                 prepare=("mnist5k_halves",)),
+        # Issue 30's large target: the demo's settings at N = 80,000 (64,000 train) and B = 16384, where the
+        # pipeline's budget is 1/8 of B·S. Not trained yet: its 8 launches are ~4 demo launches each
+        # (`--plan` gives the cost, about 6 hours of this 2-core machine unloaded).
+        Setting("large_b16384", "experiments/mnist1d.toml",
+                {**PLD, "privacy.delta": _delta(64000), "data.num_samples": 80000, "train.batch_size": 16384},
+                {16: 20, 32: 20, 64: 16, 128: 12, 256: 8, 512: 4}, launches=8, test_sizes=(16000, 16000)),
     )
 }
 
@@ -124,23 +131,50 @@ def run_pool(setting: Setting, out: Path, log=print) -> None:
                    else cfg.with_overrides({"train.proxy_batch_size": 0, "experiment.seed": seed}))
         started = time.perf_counter()
         try:
-            summary = train_and_evaluate(run_cfg, None, progress=False)
+            s = train_and_evaluate(run_cfg, None, progress=False)  # the typed RunSummary
+            found = {"acc": s.test_accuracy, "acc_no_ema": s.test_accuracy_no_ema, "sigma": s.sigma, "steps": s.steps,
+                     "diverged_at_step": s.diverged_at_step}
         except TrainingDiverged as err:  # a run that diverges is part of the pool: its accuracy is None
-            summary = {"test_accuracy": None, "sigma": None, "steps": None, "diverged_at_step": str(err)}
-        row = {"kind": kind, "b": b if kind == "rung" else plan.batch_size, "seed": seed,
-               "acc": summary["test_accuracy"], "acc_no_ema": summary.get("test_accuracy_no_ema"),
-               "sigma": summary["sigma"], "steps": summary["steps"],
-               "diverged_at_step": summary.get("diverged_at_step"), "wall": time.perf_counter() - started}
+            found = {"acc": None, "acc_no_ema": None, "sigma": None, "steps": None, "diverged_at_step": str(err)}
+        row = {"kind": kind, "b": b if kind == "rung" else plan.batch_size, "seed": seed, **found,
+               "wall": time.perf_counter() - started}
         log(json.dumps(row))
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def planned_cost(setting: Setting, reference: Path) -> dict:
+    """What the setting's pool will train, before it trains: runs and example-gradients (B'·S) of its rungs and
+    launches, and hours at the seconds per example-gradient the reference pool's runs measured (its rungs at
+    each B' where it has them, else all its rungs; its launches), compilation and evaluation included."""
+    from tanplan.config import load_config
+
+    cfg = load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
+    steps, target = cfg.train.steps, cfg.train.batch_size
+    rows = [json.loads(line) for line in reference.read_text().splitlines() if line.strip()]
+
+    def rate(kind: str, b: int | None = None) -> float:
+        picked = [r for r in rows if r["kind"] == kind and r["steps"] and (b is None or r["b"] == b)]
+        return sum(r["wall"] for r in picked) / sum(r["b"] * r["steps"] for r in picked) if picked else rate(kind)
+
+    rungs = {b: n * b * steps for b, n in setting.rungs.items()}
+    seconds = sum(e * rate("rung", b) for b, e in rungs.items()) + setting.launches * target * steps * rate("launch")
+    return {"setting": setting.name, "rung_runs": sum(setting.rungs.values()), "launches": setting.launches,
+            "rung_example_gradients": sum(rungs.values()), "launch_example_gradients": setting.launches * target * steps,
+            "hours": seconds / 3600, "measured_in": str(reference)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", action="append", required=True, choices=sorted(SETTINGS))
     parser.add_argument("--out-dir", default=str(POOLS))
+    parser.add_argument("--plan", action="store_true", help="print each setting's planned cost (runs, example-"
+                        "gradients, hours at the demo pool's measured rate) and train nothing")
     args = parser.parse_args()
+    if args.plan:
+        for name in args.setting:
+            print(json.dumps(planned_cost(SETTINGS[name], POOLS / "demo.jsonl")))
+        return
     sys.path.insert(0, str(ROOT))
 
     from tanplan.runtime import configure_process

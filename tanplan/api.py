@@ -377,8 +377,8 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
                                          spec.top_k, spec.seeds)
         total_budget.check(total_budget.of_config(cfg, tune.private_size, parts), cfg)
     t, p = spec.target, spec.proxy
-    for line in costs.compute_lines(costs.planned_compute(cfg, [costs.sweep_cost(cfg, p.batch_size, spec.trials,
-                                                                                 spec.top_k, spec.seeds)])):
+    planned_cost = costs.planned_compute(cfg, [costs.sweep_cost(cfg, p.batch_size, spec.trials, spec.top_k, spec.seeds)])
+    for line in costs.compute_lines(costs.timed(planned_cost, cfg, out, measure=False)):
         log(line)
     log(f"tanplan sweep: target B={t.batch_size} σ={_g(t.sigma)} S={t.steps}  ->  proxy "
         f"B'={p.batch_size} σ'={_g(p.sigma)}  ({t.batch_size / p.batch_size:.3g}x cheaper), "
@@ -447,7 +447,8 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
     else:
         planned = {}
     if vary == "batch":  # every input checked: the cost, before any of it is spent
-        for line in costs.compute_lines(costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])):
+        planned_cost = costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])
+        for line in costs.compute_lines(costs.timed(planned_cost, cfg, out, measure=False)):
             log(line)
     if vary == "data":
         result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)

@@ -31,7 +31,10 @@ def configure(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue the run in DIR (same --config, --set and "
                         "options): finished sweep trials, ladder rungs and launch are kept, stopped runs continue")
     parser.add_argument("--dry-run", action="store_true", help="print each stage's planned compute (example-"
-                        "gradients, and as a fraction of the target's) and train nothing")
+                        "gradients, and as a fraction of the target's) and its wall time at a measured throughput (the "
+                        "runs already in --out, else a few timed steps of the model on random inputs), and train nothing")
+    parser.add_argument("--no-probe", action="store_true", help="with --dry-run: no timed probe of the model's step "
+                        "(wall times only from runs already in --out or a probe in the cache)")
     parser.add_argument("--json", action="store_true")
 
 
@@ -62,6 +65,7 @@ def _dry_run(args) -> int:
 
     cfg = api.as_config(args.config, args.set)
     planned = costs.dry_run(cfg, args.proxy_batch_size, args.trials)
+    planned = costs.timed(planned, cfg, args.out, measure=not args.no_probe)  # the runs in --out, else a probe
     if args.json:
         print_json(planned.to_dict())
     else:

@@ -26,6 +26,7 @@ class PlannedStage(Result):
     example_gradients: int
     fraction: float
     bound: str  # "exactly" | "at most"
+    wall_seconds: float | None = optional()  # at the throughput of PlannedCompute.wall_source
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +36,9 @@ class PlannedCompute(Result):
     target_example_gradients: int  # B·S
     stages: tuple[PlannedStage, ...]
     proxy_fraction: float  # every stage but the launch, at most
+    seconds_per_example: float | None = optional()  # the throughput the wall times use
+    wall_source: str | None = optional()  # where it was measured (tanplan.workflow.pipeline.throughput)
+    wall_lower_bound: bool | None = optional()  # True: a probe's throughput, the wall times are at least these
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,8 @@ chooses the runs:
 2. then, while the law's own part of the interval, √(Var(mean at B) + Var(misspecification)), is wider
    than `fit.law_share` × one launch's spread (the part more proxies cannot remove) or its
    misspecification is not measured yet, and the budget lasts: climb one rung (the next one nearer the
-   target pins the law where it matters), or when the next rung no longer fits the budget, add one seed
+   target pins the law where it matters; with fewer seeds, two at least, when the budget left cannot pay
+   fit.ladder_seeds of them), or when the next rung no longer fits the budget, add one seed
    where it narrows Var(mean at B) the most per example (`best_seed`: a cheap rung of the plateau, as a
    rule).
 
@@ -38,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 from tanplan.config import Config
-from tanplan.errors import UsageError
+from tanplan.errors import NotLaunched, UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.fit import (FitResult, LadderProgress, LadderResult, LadderRung, LadderStep, LadderSummary,
                                   ProxyRun)
@@ -85,10 +86,37 @@ class Budget:
         return self.seeds * sum(self.sizes[:MIN_WINDOW])
 
 
-def budget_of(cfg: Config) -> Budget:
+REFERENCE_BATCH = 4096  # fit.compute_budget holds up to this target batch, and falls as √(REFERENCE_BATCH/B) above
+
+
+def pipeline_budget(cfg: Config) -> float | None:
+    """What the sweep and the ladder may spend together, Σ B'·S ÷ S (examples a step), or None without
+    fit.compute_budget: compute_budget·min(1, √(REFERENCE_BATCH/B))·B, at least fit.min_proxy_budget, at
+    most B (never more than the launch).
+
+    The proxies' cost is nearly the same whatever the target (the sweep at a small fixed B', the rungs up to
+    the plateau), so a budget that is a fixed fraction of B·S buys more proxies than the law needs at a large
+    target: the fraction falls as the target grows (1/4 at B = 4096, 1/8 at 16384, 1/16 at 65536).
+
+        >>> from tanplan.config import load_config
+        >>> [pipeline_budget(load_config(None, [f"train.batch_size={b}"])) for b in (1024, 4096, 16384)]
+        [1024, 1024.0, 2048.0]
+    """
     f, target = cfg.fit, cfg.train.batch_size
-    return Budget(f.ladder_start, target, f.ladder_seeds, max(f.max_proxy_fraction * target, f.min_proxy_budget),
-                  f.law_share, f.precision / 100, f.max_half_width / 100)
+    if f.compute_budget <= 0:
+        return None
+    share = f.compute_budget * min(1.0, (REFERENCE_BATCH / target) ** 0.5)
+    return min(target, max(share * target, f.min_proxy_budget))
+
+
+def budget_of(cfg: Config, spent_before: float = 0.0) -> Budget:
+    """cfg's ladder budget: its own, max(fit.max_proxy_fraction·B, fit.min_proxy_budget), within what the
+    pipeline's budget leaves after spent_before (the sweep's Σ B' a step)."""
+    f, target = cfg.fit, cfg.train.batch_size
+    own, shared = max(f.max_proxy_fraction * target, f.min_proxy_budget), pipeline_budget(cfg)
+    per_step = own if shared is None else min(own, shared - spent_before)
+    return Budget(f.ladder_start, target, f.ladder_seeds, per_step, f.law_share, f.precision / 100,
+                  f.max_half_width / 100)
 
 
 def spent(rungs: Sequence[Rung]) -> int:
@@ -124,17 +152,31 @@ def next_step(rungs: Sequence[Rung], prediction: Prediction | None, budget: Budg
         return None
     if law_is_narrow(prediction, budget.law_share) or precise_enough(prediction, budget):
         return None
-    fits = climb is not None and budget.seeds * climb <= left
+    seeds = climb_seeds(budget, climb, left)
     if marginal(prediction, budget):  # until then: climb, to see the plateau or narrow a refused interval
-        return paying_step(rungs, prediction, budget, climb if fits else None, left)
-    if fits:
-        return LadderStep(batch_size=climb, seeds=budget.seeds,
+        return paying_step(rungs, prediction, budget, climb if seeds else None, left, seeds)
+    if seeds:
+        return LadderStep(batch_size=climb, seeds=seeds,
                           why="the law's part of the interval is wide: a rung nearer the target")
     seed = best_seed(rungs, prediction, left)
     if seed is None:
         return None
     return LadderStep(batch_size=seed, seeds=1, why="the law's part of the interval is wide and the next rung would "
                       "leave the budget: a seed where it narrows the law's mean the most per example")
+
+
+def climb_seeds(budget: Budget, climb: int | None, left: float) -> int:
+    """Seeds of the next rung: fit.ladder_seeds, or as many as the budget left holds, two at least (a rung's
+    scatter needs two); 0 when not even two fit (or there is no rung left below the target).
+
+        >>> b = Budget(16, 4096, 4, 1024, 0.5)
+        >>> climb_seeds(b, 128, 600), climb_seeds(b, 128, 300), climb_seeds(b, 128, 200), climb_seeds(b, None, 900)
+        (4, 2, 0, 0)
+    """
+    if climb is None:
+        return 0
+    seeds = min(budget.seeds, int(left // climb))
+    return seeds if seeds >= 2 else 0
 
 
 def plateau_tested(prediction: Prediction) -> bool:
@@ -157,7 +199,7 @@ def precise_enough(prediction: Prediction, budget: Budget) -> bool:
 
 
 def paying_step(rungs: Sequence[Rung], prediction: Prediction, budget: Budget, climb: int | None,
-                left: float) -> LadderStep | None:
+                left: float, climb_with: int | None = None) -> LadderStep | None:
     """The marginal rule: of the next rung (climb, when it fits) and the best seed, the one that narrows the
     interval the most per example, if it narrows it by a larger fraction than its cost's fraction of the
     target's compute (Δhalf-width/half-width ≥ seeds·B'/B); None when neither pays.
@@ -168,7 +210,7 @@ def paying_step(rungs: Sequence[Rung], prediction: Prediction, budget: Budget, c
     narrowing (the launch's own spread and the plateau's seeds), so the ladder's spend, a fraction of
     B·S, falls as B grows."""
     now = prediction.half_width
-    options = [(climb, budget.seeds)] if climb is not None else []
+    options = [(climb, climb_with or budget.seeds)] if climb is not None else []
     seed = best_seed(rungs, prediction, left)
     options += [(seed, 1)] if seed is not None else []
     best = None
@@ -280,15 +322,26 @@ def _predict(rows, budget: Budget, test_sizes, level, forms) -> Prediction | Non
                    test_sizes=test_sizes, forms=forms)
 
 
-def check_ladder(cfg: Config) -> Budget:
-    """cfg's ladder budget; UsageError (before any compute) when it cannot hold the law's first rungs."""
-    budget = budget_of(cfg)
+def check_ladder(cfg: Config, spent_before: float = 0.0, before: str = "") -> Budget:
+    """cfg's ladder budget after spent_before (the sweep's Σ B' a step; `before` names it); before any compute:
+    UsageError when the ladder's own settings cannot hold the law's first rungs, NotLaunched (exit 4: no
+    trustworthy interval can be bought) when what fit.compute_budget leaves cannot."""
+    budget = budget_of(cfg, spent_before)
     f, target = cfg.fit, cfg.train.batch_size
+    need = budget.first_rungs_cost()
+    shared = pipeline_budget(cfg)
+    if shared is not None and len(budget.sizes) >= 2 and need > (shared - spent_before) * (1 + 1e-9) and \
+            need <= max(f.max_proxy_fraction * target, f.min_proxy_budget) * (1 + 1e-9):
+        spent = f" after {before} {spent_before:g}·S" if spent_before else ""
+        raise NotLaunched(f"not launched: fit.compute_budget = {f.compute_budget:g} gives the proxies {shared:g}·S "
+                          f"examples ({shared / target:.3g} of the target's B·S){spent}; the law's first rungs "
+                          f"{budget.sizes[:MIN_WINDOW]} × {f.ladder_seeds} seeds need {need}·S: raise "
+                          "fit.compute_budget, or lower the sweep's cost ([sweep] trials, top_k, seeds, or "
+                          "--proxy-batch-size), fit.ladder_seeds or fit.ladder_start")
     if len(budget.sizes) < 2:
         raise UsageError(f"fit.ladder_start = {f.ladder_start} is not allowed with train.batch_size = {target}: the "
                          "ladder needs two rungs or more below the target (lower fit.ladder_start, or give "
                          "fit.batch_sizes as a list)")
-    need = budget.first_rungs_cost()
     if need > budget.per_step * (1 + 1e-9):
         raise UsageError(f"fit.min_proxy_budget = {f.min_proxy_budget:g} is not allowed with train.batch_size = "
                          f"{target}, fit.max_proxy_fraction = {f.max_proxy_fraction:g}, fit.ladder_seeds = "
@@ -302,14 +355,15 @@ def check_ladder(cfg: Config) -> Budget:
 
 
 def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               test_sizes=(None, None)) -> LadderResult:
+               test_sizes=(None, None), spent_before: float = 0.0) -> LadderResult:
     """Climb cfg's ladder (its own hyper-parameters) until the rule stops; the result (ladder.json).
+    spent_before: the sweep's Σ B' a step, already paid out of fit.compute_budget (pipeline_budget).
 
     out/ladder.json is written after every run: a rerun into the same folder with the same config reuses
     the runs already trained. With out, also ladder.png and ladder.md.
     """
     started = time.perf_counter()
-    budget = check_ladder(cfg)
+    budget = check_ladder(cfg, spent_before, "the sweep's")
     basis = _basis(cfg)
     reusable = _reusable_rows(out, basis)
     rows: list[ProxyRun] = []
@@ -417,7 +471,7 @@ def why_stopped(outcome: LadderOutcome) -> str:
         return "the law's part of the interval is within fit.law_share of one launch's spread"
     left = budget.per_step - spent(outcome.rungs)
     climb = next((b for b in budget.sizes if b not in {r.batch_size for r in outcome.rungs}), None)
-    fits = climb is not None and budget.seeds * climb <= left
+    fits = climb_seeds(budget, climb, left) > 0
     if marginal(p, budget) and (fits or best_seed(outcome.rungs, p, left) is not None):
         return "the next run would narrow the interval by less than its cost (a fraction of the target's compute)"
     return "the budget is spent"
@@ -443,6 +497,6 @@ def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], Proxy
     return {(int(r.batch_size), int(r.seed)): r for r in old.points if r.source == "ladder"}
 
 
-__all__ = ["LADDER_FILE", "Budget", "budget_of", "spent", "law_is_narrow", "next_step", "best_seed",
+__all__ = ["LADDER_FILE", "REFERENCE_BATCH", "Budget", "pipeline_budget", "budget_of", "climb_seeds", "spent", "law_is_narrow", "next_step", "best_seed",
            "plateau_tested", "marginal", "precise_enough", "paying_step", "expected_half_width", "why_stopped",
            "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]

@@ -48,6 +48,7 @@ from tanplan.errors import TrainingDiverged, UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.fields import fields_of
 from tanplan.outcomes.optimize import Comparison, FrontierRow, LaunchOutcome, LawRange, OptimizeResult, Settings
+from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
 from tanplan.privacy.frontier import Candidate, Frontier, anchor_steps, frontier
 from tanplan.privacy.mechanism import resolve_plan, uses_snip
 from tanplan.privacy.plan import check_delta_below_one_over_n, default_delta
@@ -56,6 +57,7 @@ from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.fit import train_points
 from tanplan.workflow.frontier_law import FrontierLaw, law_fit, widest_fit
 from tanplan.workflow.launch import launch
+from tanplan.workflow.pipeline.costs import compute_lines, timed
 
 MIN_SAVINGS = 4  # a simulated candidate's proxy costs at most a quarter of its launch
 LAW_PARAMETERS = {"quadratic": 3, "linear": 2, "flat": 1, "auto": 1}
@@ -157,6 +159,27 @@ def frontier_window(cfg: Config, n: int, compute: int, delta: float) -> tuple[Fr
     return front, window
 
 
+def planned_compute(cfg: Config, front: Frontier, window: list[Candidate], compute: int) -> PlannedCompute:
+    """optimize's compute before it is spent, as fractions of one launch (C): the window's candidates, each by
+    [optimize] seeds proxies at B' (exactly); up to [optimize] extend candidates beyond it (at most: the
+    dearest ones outside the window); the recommendation's launch, C (whether or not --launch)."""
+    opt = cfg.optimize
+
+    def cost(c: Candidate) -> int:
+        return opt.seeds * proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size) * c.steps
+
+    simulated = {c.steps for c in window}
+    beyond = sorted((cost(c) for c in front.candidates if c.steps not in simulated), reverse=True)[:opt.extend]
+    stages = [PlannedStage(stage="candidates", runs=len(window) * opt.seeds, example_gradients=sum(map(cost, window)),
+                           fraction=sum(map(cost, window)) / compute, bound="exactly")]
+    if beyond:
+        stages.append(PlannedStage(stage="extension", runs=len(beyond) * opt.seeds, example_gradients=sum(beyond),
+                                   fraction=sum(beyond) / compute, bound="at most"))
+    stages.append(PlannedStage(stage="launch", runs=1, example_gradients=compute, fraction=1.0, bound="at most"))
+    return PlannedCompute(target_example_gradients=compute, stages=tuple(stages),
+                          proxy_fraction=sum(st.fraction for st in stages[:-1]))
+
+
 # ----------------------------------------------------------------------------------------------------
 # The stage
 
@@ -186,6 +209,8 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
             cfg, n, list(front.candidates), window, opt.seeds,
             opt.extend, lambda c: proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size), launch_best),
             cfg)
+    for line in compute_lines(timed(planned_compute(cfg, front, window, compute), cfg, out, measure=False)):
+        log(line)  # every input checked: the cost, before it is spent
     log(f"frontier: N = {n}, ε = {cfg.privacy.epsilon:g}, δ = {delta:.3g}, C = {compute:,} examples: "
         f"{len(front.candidates)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = "
         f"max(B/{opt.savings:g}, {opt.min_proxy_batch_size})")

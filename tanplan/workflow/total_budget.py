@@ -16,8 +16,9 @@ Guarantee: the figure checked is an upper bound on the total the workflow's ledg
   (a pruned or diverged trial takes fewer; a resumed one continues its own run: no release twice).
 - A fit with explicit sizes trains each size × fit.seeds.
 - The ladder (tanplan.workflow.ladder.next_step) climbs rungs start·2^k with `seeds` runs each while the
-  next rung fits its budget Σ B' ≤ per_step, then adds single runs at rungs already climbed, each within
-  the budget left. `ladder_counts` charges every example of budget left after the climb to runs at the
+  next rung fits its budget Σ B' ≤ per_step (in a `tanplan run`: what fit.compute_budget leaves after the
+  sweep's Σ B'), then a rung with fewer runs (two at least) or single runs at rungs already climbed, each
+  within the budget left. `ladder_counts` charges every example of budget left after the climb to runs at the
   smallest rung: at constant η_step every rung has the same q'/σ', so a smaller rung has a smaller σ' and
   costs at least as much ε per run, and it buys the most runs per example (every rung is a multiple of
   the smallest). tests/workflow/test_total_budget.py checks the bound against every other way of
@@ -190,10 +191,10 @@ def ladder_counts(budget) -> dict[int, int]:
     return counts
 
 
-def ladder_part(proxies: Config, dataset_size: int) -> Planned:
-    """The ladder's runs, at most (ladder_counts of its budget)."""
+def ladder_part(proxies: Config, dataset_size: int, spent_before: float = 0.0) -> Planned:
+    """The ladder's runs, at most (ladder_counts of its budget after spent_before, the sweep's Σ B')."""
     from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through fit); the API imports this module
-    counts = ladder_counts(budget_of(proxies))
+    counts = ladder_counts(budget_of(proxies, spent_before))
     events: tuple = ()
     for b, n in counts.items():
         events += _runs(proxies, dataset_size, b, n, "").events
@@ -208,7 +209,8 @@ def pipeline_plan(cfg: Config, proxies: Config, dataset_size: int, tuning_data: 
     if tuning_data == "private":
         parts += sweep_parts(proxies, dataset_size, sweep_batch_size, trials, top_k, seeds)
         if cfg.fit.batch_sizes == "auto":
-            parts.append(ladder_part(proxies, dataset_size))
+            # the ladder's budget after the sweep's Σ B' (trials and top_k × seeds re-runs), as the pipeline gives it
+            parts.append(ladder_part(proxies, dataset_size, (trials + top_k * seeds) * sweep_batch_size))
         else:
             parts += fit_parts(proxies, dataset_size, list(cfg.fit.batch_sizes), cfg.fit.seeds)
     if launch:

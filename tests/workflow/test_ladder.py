@@ -15,8 +15,8 @@ from tanplan.errors import NotLaunched, UsageError
 from tanplan.workflow import fit as fit_stage
 from tanplan.workflow import launch as launch_module
 from tanplan.workflow.batch_law import Rung, predict
-from tanplan.workflow.ladder import (Budget, budget_of, check_ladder, climb, expected_half_width, ladder_fit,
-                                     law_is_narrow, next_step, precise_enough,
+from tanplan.workflow.ladder import (REFERENCE_BATCH, Budget, budget_of, check_ladder, climb, expected_half_width,
+                                     ladder_fit, law_is_narrow, next_step, pipeline_budget, precise_enough,
                                      run_ladder, spent)
 from tanplan.workflow.pipeline import run_pipeline
 from tanplan.workflow.sweep import search as sweep
@@ -38,15 +38,40 @@ def _prediction(rungs, target):
 def test_budget_is_a_fraction_of_the_target_or_its_floor_whichever_is_larger():
     assert Budget(16, 300, 4, 1024, 0.5).sizes == [16, 32, 64, 128, 256]
     for batch, per_step in ((256, 1024), (1024, 1024), (4096, 1024), (16384, 4096)):
+        cfg = load_config(None, [f"train.batch_size={batch}", "fit.compute_budget=0"])
+        assert budget_of(cfg).per_step == per_step  # max(0.25·B, 1024): the ladder's own budget alone
+
+
+def test_the_pipelines_budget_falls_as_the_target_grows_and_never_exceeds_the_launch():
+    for batch in (256, 1024, 2048, 4096, 16384, 65536):
         cfg = load_config(None, [f"train.batch_size={batch}"])
-        assert budget_of(cfg).per_step == per_step  # max(0.25·B, 1024) with the defaults
+        shared = min(batch, max(0.25 * min(1.0, (REFERENCE_BATCH / batch) ** 0.5) * batch, 1024))
+        assert pipeline_budget(cfg) == pytest.approx(shared) and shared <= batch
+        assert budget_of(cfg).per_step == pytest.approx(min(max(0.25 * batch, 1024), shared))
+        assert budget_of(cfg, 320).per_step == pytest.approx(min(max(0.25 * batch, 1024), shared - 320))
+    fractions = [pipeline_budget(load_config(None, [f"train.batch_size={b}"])) / b for b in (4096, 16384, 65536)]
+    assert fractions == pytest.approx([1 / 4, 1 / 8, 1 / 16])  # the issue's 1/4 at the demo, 1/8 at B = 16384
 
 
 @pytest.mark.parametrize("batch", [256, 1024, 2048])
 def test_default_fit_section_admits_targets_from_256_up(batch):
-    cfg = load_config(None, [f"train.batch_size={batch}"])
+    # B = 256: the pipeline's budget (never more than the launch) cannot pay the law's first rungs, 448·S:
+    # not launched (exit 4) saying what to change; with fit.compute_budget = 0 the ladder's own budget as before
+    cfg = load_config(None, [f"train.batch_size={batch}"] + (["fit.compute_budget=0"] if batch == 256 else []))
     budget = check_ladder(cfg)  # the B = 1024 target used to exit 2 here
     assert budget.first_rungs_cost() <= budget.per_step
+    if batch == 256:
+        with pytest.raises(NotLaunched, match="raise fit.compute_budget") as err:
+            check_ladder(load_config(None, [f"train.batch_size={batch}"]))
+        assert "\n" not in str(err.value)
+
+
+def test_what_the_sweep_spends_comes_out_of_the_ladders_budget_and_a_ladder_it_starves_is_not_launched():
+    cfg = load_config(None, ["train.batch_size=4096"])  # the pipeline's budget: 1024·S
+    assert check_ladder(cfg, 320, "the sweep's").per_step == 704  # the demo's sweep: 10 runs at B' = 32
+    with pytest.raises(NotLaunched, match="after the sweep's 640·S") as err:  # the old sweep at B' = 64
+        check_ladder(cfg, 640, "the sweep's")
+    assert "[16, 32, 64] × 4 seeds need 448·S" in str(err.value)
 
 
 def test_the_first_rungs_come_first_then_the_rule_stops_when_the_law_is_narrow():
@@ -174,15 +199,20 @@ def engine(monkeypatch):
     return install
 
 
+# B = 512 is too small a target for the pipeline's budget (never more than the launch: 512·S, less the sweep's
+# 320·S, cannot pay the first rungs' 448·S): these runs test the stages, on the ladder's own budget
+PIPELINE = SMALL + ["fit.compute_budget=0"]
+
+
 def _run_cli(tmp_path, *extra, sets=()):
     return main(["run", "--config", CONFIG, "--out", str(tmp_path / "run"), *extra,
-                 *sum([["--set", s] for s in SMALL + list(sets)], [])])
+                 *sum([["--set", s] for s in PIPELINE + list(sets)], [])])
 
 
 def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_launches(tmp_path, engine):
     state = engine(CURVE, noise=0.01)
-    summary = run_pipeline(load_config(CONFIG, SMALL), tmp_path, log=quiet)
-    assert summary.launched and state["sweep_proxy"] == 64  # the ladder's third rung
+    summary = run_pipeline(load_config(CONFIG, PIPELINE), tmp_path, log=quiet)
+    assert summary.launched and state["sweep_proxy"] == 32  # the ladder's second rung
     ladder_runs = [c for c in state["train_fn"].calls if c.train.proxy_batch_size]
     assert ladder_runs and {c.train.learning_rate for c in ladder_runs} == {2.5}  # the sweep's choice, everywhere
     c = summary.proxy_compute
@@ -198,7 +228,7 @@ def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_lau
 
 def test_a_law_that_leaves_0_1_stops_before_the_launch(tmp_path, engine):
     state = engine(STEEP, noise=0.01)
-    summary = run_pipeline(load_config(CONFIG, SMALL + ["fit.law=log-linear"]), tmp_path, log=quiet)
+    summary = run_pipeline(load_config(CONFIG, PIPELINE + ["fit.law=log-linear"]), tmp_path, log=quiet)
     assert not summary.launched and summary.stopped_at == "ladder" and "launched" not in state
     assert summary.predicted_accuracy is None
     written = json.loads((tmp_path / "summary.json").read_text())

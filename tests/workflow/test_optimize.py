@@ -11,7 +11,7 @@ from tanplan.config import load_config
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
 from tanplan.privacy.mechanism import resolve_plan
-from tanplan.workflow.optimize import optimize
+from tanplan.workflow.optimize import frontier_window, optimize, planned_compute
 
 CONFIG = "experiments/mnist1d.toml"
 # N = 1,600, C = 512·20; proxies at B/8, at least 4 examples: the frontier (B ≥ 16) runs from S = 7 to 640
@@ -28,7 +28,25 @@ def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("optimize")
     cfg = load_config(CONFIG, OPT)
     train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
-    return cfg, train_fn, optimize(cfg, out, train_fn=train_fn, launch_best=True, log=quiet), out
+    train_fn.lines = []  # what optimize logged
+    return cfg, train_fn, optimize(cfg, out, train_fn=train_fn, launch_best=True, log=train_fn.lines.append), out
+
+
+def test_optimize_says_its_planned_compute_before_any_proxy_trains(study):
+    cfg, train_fn, result, _ = study
+    front, window = frontier_window(cfg, result.dataset_size, result.compute, result.delta)
+    planned = planned_compute(cfg, front, window, result.compute)
+    in_window = {c.steps for c in window}
+    trained = [(p["batch_size"] * p["steps"], p["candidate_steps"] in in_window) for p in result.points]
+    candidates, extension, launch = planned.stages
+    assert (candidates.stage, candidates.runs) == ("candidates", len(window) * cfg.optimize.seeds)
+    assert candidates.example_gradients == sum(e for e, inside in trained if inside)  # exactly what trained
+    assert sum(e for e, inside in trained if not inside) <= extension.example_gradients  # a bound on the rest
+    assert launch.example_gradients == result.compute
+    assert planned.proxy_fraction * result.compute >= result.proxy_compute_fraction * result.recommendation.batch_size \
+        * result.recommendation.steps - 1e-6
+    first = train_fn.lines[0]
+    assert first.startswith("planned compute: candidates:") and f"{candidates.example_gradients:,}" in first
 
 
 def test_each_candidate_is_simulated_by_its_constant_eta_step_proxy(study):

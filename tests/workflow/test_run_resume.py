@@ -49,6 +49,7 @@ ladder_seeds = 2
 max_proxy_fraction = 0.01
 min_proxy_budget = 448
 law_share = 10.0
+compute_budget = 0  # B = 256 is too small for the pipeline's budget (never more than the launch): the ladder's own
 """
 
 

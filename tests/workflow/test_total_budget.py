@@ -46,16 +46,17 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
     assert code == 3 and stdout == "" and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
     # The figure: every planned release composed, recomputed here from the config (RDP: the proxies' σ' is
-    # below PLD's domain): 4 trials and 2 × 3 re-runs at the ladder's third rung, the ladder's costliest runs
-    # within its budget, and the launch.
+    # below PLD's domain): 4 trials and 2 × 3 re-runs at the ladder's second rung (32), the ladder's costliest
+    # runs within what the pipeline's budget leaves after them, and the launch.
     cfg = load_config(CONFIG)
     n = load_data(cfg).num_train
     target = resolve_plan(cfg, n)
-    b = budget_of(cfg)
-    runs = [(q * 64 / target.batch_size, target.sigma * 64 / target.batch_size, target.steps)
+    b = budget_of(cfg, (4 + 2 * 3) * 32)
+    runs = [(q * 32 / target.batch_size, target.sigma * 32 / target.batch_size, target.steps)
             for q in [target.q]] * (4 + 2 * 3)
-    counts = {16: 4, 32: 4, 64: 4, 128: 4}
-    counts[16] += int((b.per_step - 4 * (16 + 32 + 64 + 128)) // 16)
+    assert b.per_step == 1024 - 320  # rungs 16, 32, 64 × 4 = 448; 128 × 4 would not fit: the rest at runs of 16
+    counts = {16: 4, 32: 4, 64: 4}
+    counts[16] += int((b.per_step - 4 * (16 + 32 + 64)) // 16)
     for size, k in counts.items():
         runs += [(size / n, target.sigma * size / target.batch_size, target.steps)] * k
     runs.append((target.q, target.sigma, target.steps))
@@ -123,6 +124,17 @@ def test_the_ladder_bound_covers_every_way_to_spend_its_budget():
         trained = {r.batch_size: r.n for r in outcome.rungs}
         assert sum(b * k for b, k in trained.items()) <= budget.per_step
         assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+    # a rung climbed with fewer seeds than fit.ladder_seeds (the budget left pays two of four) stays within it
+    budget = Budget(16, 4096, 4, 704, 1e-6)  # the demo's ladder after its sweep: 448, then 128 × 2
+    bound = total_budget.ladder_counts(budget)
+    eps_bound = _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, bound), delta)
+    for seed in range(3):
+        rng = random.Random(seed)
+        outcome = climb(lambda b, k: [0.5 + 0.3 * rng.random() for _ in range(k)], budget)
+        trained = {r.batch_size: r.n for r in outcome.rungs}
+        assert sum(b * k for b, k in trained.items()) <= budget.per_step
+        assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+    assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, {16: 4, 32: 4, 64: 4, 128: 2}), delta) <= eps_bound
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -186,7 +198,9 @@ def test_an_edited_tuning_record_is_refused_and_a_missing_one_recomputed(tmp_pat
     assert "checked on its 2 runs" in stdout and Path(tmp_path / "launch2" / "launch.json").is_file()
 
 
-@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"], ["--batch-sizes", "auto"],
+# "auto" at B = 256 needs fit.compute_budget = 0: the pipeline's budget (never more than the launch) cannot pay it
+@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"],
+                                  ["--batch-sizes", "auto", "--set", "fit.compute_budget=0"],
                                   ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "32", "--seeds", "1"],
                                   ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "32", "--seeds", "1"]],
                          ids=["batch", "ladder", "steps", "data"])

@@ -42,7 +42,9 @@ def _sweep_without_ray(train_fn):
 
 
 # the batch law needs two seeds a size (their scatter is the launch's spread); --vary takes one
-MODES = {"batch": ["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"], "ladder": ["--batch-sizes", "auto"],
+# "auto" at B = 256: fit.compute_budget = 0 (the pipeline's budget, never more than the launch, cannot pay it)
+MODES = {"batch": ["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"],
+         "ladder": ["--batch-sizes", "auto", "--set", "fit.compute_budget=0"],
          "steps": ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "32", "--seeds", "1"],
          "data": ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "32", "--seeds", "1"]}
 

@@ -23,9 +23,10 @@ RUN_FILE = "run.json"  # what a `tanplan run` in this folder was asked: its --re
 
 def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, baselines: bool = False,
                     baseline_features: str | None = None, baseline_public: str | None = None,
-                    proxy_batch_size: int | None = None) -> None:
+                    proxy_batch_size: int | None = None, trials: int | None = None) -> None:
     """Every stage's input, checked before the data is loaded and before any stage runs (UsageError):
-    a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first.
+    a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first. A ladder
+    that fit.compute_budget cannot pay after the sweep is NotLaunched (exit 4), before anything runs too.
 
     The config's names and paths, the --out folder, the tuning data; the ladder's budget or the fit's
     proxy batch sizes and seeds; the sweep's space, Ray address and study (a rerun resumes it); the baselines'
@@ -35,13 +36,10 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     check_out_dir(out)
     tuning.check(cfg)
     target = cfg.train.batch_size
-    if cfg.fit.batch_sizes == "auto":
-        check_ladder(cfg)
-    else:
-        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
     if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
         raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "
                          f"batch train.batch_size = {target}")
+    check_law_budget(cfg, sweep_batch_size(cfg, proxy_batch_size), trials)
     check_sweep_space(cfg)
     check_address(address)
     check_study_file(Path(out) / "sweep", resume=True)
@@ -60,14 +58,31 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
 
 
 def sweep_batch_size(cfg: Config, proxy_batch_size: int | None) -> int:
-    """The sweep's proxy B': --proxy-batch-size, else [sweep] proxy_batch_size, else (ladder) the ladder's third
-    rung below the target, else (explicit list) the smallest size."""
+    """The sweep's proxy B': --proxy-batch-size, else [sweep] proxy_batch_size, else (ladder) the ladder's second
+    rung below the target (2·fit.ladder_start: the smallest proxy that is not mostly sampling noise, the first
+    rung being the one the law needs below the knee), else (explicit list) the smallest size. The sweep's
+    share of the target's compute is its runs × B'/B: it falls as the target grows."""
     if proxy_batch_size or cfg.sweep.proxy_batch_size:
         return proxy_batch_size or cfg.sweep.proxy_batch_size
     if cfg.fit.batch_sizes != "auto":
         return min(cfg.fit.batch_sizes)
     sizes = budget_of(cfg).sizes
-    return sizes[min(2, len(sizes) - 1)]
+    return sizes[min(1, len(sizes) - 1)]
+
+
+def sweep_per_step(cfg: Config, sweep_b: int, trials: int | None = None) -> int:
+    """Σ B' over the sweep's runs: its trials and top_k × seeds re-runs at sweep_b (a bound under ASHA)."""
+    s = cfg.sweep
+    return ((trials or s.trials) + s.top_k * s.seeds) * sweep_b
+
+
+def check_law_budget(cfg: Config, sweep_b: int, trials: int | None = None) -> None:
+    """The ladder's budget after the sweep's runs (UsageError, or NotLaunched when fit.compute_budget leaves
+    too little: tanplan.workflow.ladder.check_ladder), or the explicit fit's sizes and seeds."""
+    if cfg.fit.batch_sizes == "auto":
+        check_ladder(cfg, sweep_per_step(cfg, sweep_b, trials), "the sweep's")
+    else:
+        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
 
 
 def planned_total(cfg: Config, tune: tuning.Tuning, plan, sweep_b: int, trials: int | None) -> PlannedTotal | None:

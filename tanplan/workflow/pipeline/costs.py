@@ -4,20 +4,28 @@ batches of expected size B'), the launch B·S.
 
 - sweep: [sweep] trials plus top_k × seeds re-runs, all at the sweep's proxy B' (exactly, unless a trial
   is stopped early by ASHA);
-- ladder ("auto"): at most its budget, max(fit.max_proxy_fraction·B, fit.min_proxy_budget)·S (it stops
-  earlier when fit.precision or the marginal rule says so: tanplan.workflow.ladder);
+- ladder ("auto"): at most its budget, max(fit.max_proxy_fraction·B, fit.min_proxy_budget)·S within what
+  the pipeline's budget (fit.compute_budget: tanplan.workflow.ladder.pipeline_budget) leaves after the
+  sweep (it stops earlier when fit.precision or the marginal rule says so: tanplan.workflow.ladder);
 - fit (an explicit list): every size × fit.seeds (exactly);
 - launch: B·S.
+
+With a throughput (tanplan.workflow.pipeline.throughput: the runs of an earlier run in the same folder, or a
+timed probe), each stage also gets its wall time: example-gradients × seconds per example, plus each run's
+compilation and evaluation when the runs measured them (the ladder: as many runs as its budget could buy).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
-from tanplan.workflow.fit import check_batch_sizes
-from tanplan.workflow.ladder import budget_of, check_ladder
-from tanplan.workflow.pipeline.checks import sweep_batch_size
+from tanplan.workflow.ladder import budget_of
+from tanplan.workflow.pipeline.checks import check_law_budget, sweep_batch_size, sweep_per_step
+from tanplan.workflow.pipeline.throughput import Throughput, probe, recorded
 
 
 def _stage(name: str, runs: int | None, per_step: float, cfg: Config, bound: str = "exactly") -> PlannedStage:
@@ -28,18 +36,19 @@ def _stage(name: str, runs: int | None, per_step: float, cfg: Config, bound: str
 
 def sweep_cost(cfg: Config, sweep_b: int, trials: int | None = None, top_k: int | None = None,
                seeds: int | None = None) -> PlannedStage:
-    """trials + top_k × seeds runs at sweep_b (None: the [sweep] section's)."""
+    """trials + top_k × seeds runs at sweep_b (None: the [sweep] section's): runs × B'/B of the target's."""
     s = cfg.sweep
     runs = (trials or s.trials) + (s.top_k if top_k is None else top_k) * (seeds or s.seeds)
     return _stage("sweep", runs, runs * sweep_b, cfg, "at most" if s.scheduler == "asha" else "exactly")
 
 
-def law_cost(cfg: Config, sizes=None, seeds: int | None = None) -> PlannedStage:
-    """The ladder's budget (a bound), or the explicit fit's runs (sizes, seeds: None takes the [fit] section's)."""
+def law_cost(cfg: Config, sizes=None, seeds: int | None = None, spent_before: float = 0.0) -> PlannedStage:
+    """The ladder's budget after spent_before (the sweep's Σ B'; a bound), or the explicit fit's runs (sizes,
+    seeds: None takes the [fit] section's)."""
     f = cfg.fit
     sizes, seeds = sizes or f.batch_sizes, seeds or f.seeds
     if sizes == "auto":
-        return _stage("ladder", None, budget_of(cfg).per_step, cfg, "at most")
+        return _stage("ladder", None, budget_of(cfg, spent_before).per_step, cfg, "at most")
     return _stage("fit", len(sizes) * seeds, seeds * sum(sizes), cfg)
 
 
@@ -55,22 +64,75 @@ def planned_compute(cfg: Config, stages) -> PlannedCompute:
 
 
 def run_compute(cfg: Config, sweep_b: int, trials: int | None = None) -> PlannedCompute:
-    """`tanplan run`'s stages: sweep, ladder (or fit), launch."""
-    return planned_compute(cfg, (sweep_cost(cfg, sweep_b, trials), law_cost(cfg), launch_cost(cfg)))
+    """`tanplan run`'s stages: sweep, ladder (or fit: the ladder gets what fit.compute_budget leaves), launch."""
+    sweep = sweep_cost(cfg, sweep_b, trials)
+    return planned_compute(cfg, (sweep, law_cost(cfg, spent_before=sweep_per_step(cfg, sweep_b, trials)),
+                                 launch_cost(cfg)))
 
 
 def dry_run(cfg: Config, proxy_batch_size: int | None = None, trials: int | None = None) -> PlannedCompute:
     """`tanplan run --dry-run`: the stages' planned compute after the checks that need no data (the ladder's
-    budget or the explicit sizes, the sweep's proxy): UsageError (exit 2) where `run` would refuse them."""
-    if cfg.fit.batch_sizes == "auto":
-        check_ladder(cfg)
-    else:
-        check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
+    budget or the explicit sizes, the sweep's proxy): UsageError (exit 2) where `run` would refuse them,
+    NotLaunched (exit 4) where fit.compute_budget cannot pay the ladder's first rungs after the sweep."""
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     if sweep_b > cfg.train.batch_size:
         raise UsageError(f"--proxy-batch-size {sweep_b} is not allowed: must be ≤ train.batch_size "
                          f"{cfg.train.batch_size}")
+    check_law_budget(cfg, sweep_b, trials)
     return run_compute(cfg, sweep_b, trials)
+
+
+def ladder_runs_bound(cfg: Config, per_step: float | None = None) -> int:
+    """The most runs the ladder's budget (per_step, else its own) can buy: its rungs climbed with
+    fit.ladder_seeds seeds while they fit, then single seeds at its cheapest rung."""
+    budget = budget_of(cfg)
+    budget = dataclasses.replace(budget, per_step=budget.per_step if per_step is None else per_step)
+    left, runs = budget.per_step, 0
+    for b in budget.sizes:
+        if budget.seeds * b > left:
+            break
+        left -= budget.seeds * b
+        runs += budget.seeds
+    return runs + int(left // budget.sizes[0]) if budget.sizes else runs
+
+
+def with_wall_time(planned: PlannedCompute, throughput: Throughput, cfg: Config) -> PlannedCompute:
+    """planned with each stage's wall time at this throughput, and where the throughput was measured."""
+    def runs(s: PlannedStage) -> int:
+        return s.runs if s.runs is not None else ladder_runs_bound(cfg, s.example_gradients / cfg.train.steps)
+
+    stages = tuple(dataclasses.replace(s, wall_seconds=throughput.seconds(s.example_gradients, runs(s)))
+                   for s in planned.stages)
+    return dataclasses.replace(planned, stages=stages, seconds_per_example=throughput.seconds_per_example,
+                               wall_source=throughput.source, wall_lower_bound=throughput.lower_bound)
+
+
+def duration(seconds: float) -> str:
+    """A wall time for a terminal.
+
+        >>> duration(42), duration(5400), duration(200000)
+        ('42 s', '1.5 h', '2.3 days')
+    """
+    if seconds < 120:
+        return f"{math.ceil(seconds):.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 48 * 3600 else f"{seconds / 86400:.1f} days"
+
+
+def timed(planned: PlannedCompute, cfg: Config, out, *, measure: bool) -> PlannedCompute:
+    """planned with wall times: at the throughput of the runs already in `out`, else of a probe (a cached one;
+    a new one only when measure); unchanged when there is none."""
+    found = recorded(out) or probe(cfg, measure=measure)
+    return with_wall_time(planned, found, cfg) if found is not None else planned
+
+
+def _about(stage: PlannedStage, planned: PlannedCompute) -> str:
+    """≥ for an exact stage at a probe's (lower-bound) throughput, ≤ for a bounded one at a measured one, ~ for a
+    bounded stage at a lower bound, ≈ otherwise."""
+    if planned.wall_lower_bound:
+        return "≥" if stage.bound == "exactly" else "~"
+    return "≤" if stage.bound == "at most" else "≈"
 
 
 def compute_lines(planned: PlannedCompute) -> list[str]:
@@ -79,14 +141,19 @@ def compute_lines(planned: PlannedCompute) -> list[str]:
         >>> from tanplan.config import load_config
         >>> compute_lines(planned_compute(load_config(None, ["train.batch_size=4096"]), [launch_cost(
         ...     load_config(None, ["train.batch_size=4096"]))]))[0]
-        'planned compute: launch: 1 run, exactly 819,200 example-gradients, 1 of the target's B·S'
+        "planned compute: launch: 1 run, exactly 819,200 example-gradients, 1 of the target's B·S"
     """
     lines = []
     for s in planned.stages:
         runs = f"{s.runs} run{'s' if s.runs != 1 else ''}" if s.runs is not None else "runs chosen as it climbs"
+        wall = f", {_about(s, planned)} {duration(s.wall_seconds)}" if s.wall_seconds is not None else ""
         lines.append(f"planned compute: {s.stage}: {runs}, {s.bound} {s.example_gradients:,} example-gradients, "
-                     f"{s.fraction:.3g} of the target's B·S")
+                     f"{s.fraction:.3g} of the target's B·S{wall}")
+    if planned.wall_source is not None:
+        lines.append(f"planned wall time: at {planned.seconds_per_example:.3g} s an example-gradient on one device, "
+                     f"{planned.wall_source}")
     return lines
 
 
-__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "dry_run", "compute_lines"]
+__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "dry_run", "compute_lines",
+           "ladder_runs_bound", "with_wall_time", "duration", "timed"]

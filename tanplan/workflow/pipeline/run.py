@@ -12,9 +12,9 @@ from tanplan.outcomes.pipeline import ProxyCompute, RunResult
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow import tuning
 from tanplan.workflow.pipeline.baselines import baselines_at
-from tanplan.workflow.pipeline.costs import compute_lines, run_compute
+from tanplan.workflow.pipeline.costs import compute_lines, run_compute, timed
 from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
-                                              validate_inputs)
+                                              sweep_per_step, validate_inputs)
 from tanplan.workflow.pipeline.interrupts import interrupted_stage
 from tanplan.workflow.pipeline.stages import (Progress, eval_sets, launch_plan, launch_stage, law_stage, plan_stage,
                                               prepare_sweep, sweep_stage, tuning_stage)
@@ -40,7 +40,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     out = Path(out)
     record = run_record(cfg, trials=trials, proxy_batch_size=proxy_batch_size)  # --launch-anyway may be added
     validate_inputs(cfg, out, address=address, baselines=baselines, baseline_features=baseline_features,
-                    baseline_public=baseline_public, proxy_batch_size=proxy_batch_size)
+                    baseline_public=baseline_public, proxy_batch_size=proxy_batch_size, trials=trials)
     check_resume(out, record, resume)
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     progress = Progress(baselines, log)
@@ -51,7 +51,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
     test_sizes = eval_sets(tune, dataset)
     spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
-    for line in compute_lines(run_compute(cfg, sweep_b, trials)):  # every input checked: the cost, before it is spent
+    # every input checked: the cost, before it is spent (wall times at a throughput already measured)
+    for line in compute_lines(timed(run_compute(cfg, sweep_b, trials), cfg, out, measure=False)):
         log(line)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / RUN_FILE, record.to_dict())
@@ -61,7 +62,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         best_overrides, sweep_runs = sweep_stage(spec, sweep_b, out, progress, address)
         where = "the sweep's best configuration"
         best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
-        ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes)
+        ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes,
+                                                 sweep_per_step(cfg, sweep_b, trials))
         compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)
         if not fit_result.law_holds and not launch_anyway:
             result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,

@@ -90,15 +90,16 @@ def sweep_stage(spec, proxy_batch_size: int, out: Path, progress: Progress,
     return (dict(result.best.overrides) if result.best else {}), [run] * trained
 
 
-def law_stage(cfg: Config, out: Path, progress: Progress,
-              test_sizes) -> tuple[LadderResult | None, FitResult, list[tuple[int, int]]]:
+def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes,
+              sweep_spent: float = 0.0) -> tuple[LadderResult | None, FitResult, list[tuple[int, int]]]:
     """(the ladder's result or None, the fit result, the (B', S) of every run of the law): the ladder with
-    fit.batch_sizes = "auto", else the fit on the explicit sizes."""
+    fit.batch_sizes = "auto" (within what fit.compute_budget leaves after the sweep's Σ B', sweep_spent),
+    else the fit on the explicit sizes."""
     if cfg.fit.batch_sizes != "auto":
         ladder, fit_result = None, fit_stage(cfg, out, progress, test_sizes)
         points = fit_result.points or ()
     else:
-        ladder = ladder_stage(cfg, out, progress, test_sizes)
+        ladder = ladder_stage(cfg, out, progress, test_sizes, sweep_spent)
         fit_result = ladder_fit_result(ladder, out, cfg.fit.max_half_width / 100)
         points = _ladder_runs(ladder)
     return ladder, fit_result, [(p.batch_size, p.steps) for p in points]
@@ -109,13 +110,13 @@ def _ladder_runs(ladder: LadderResult) -> list[ProxyRun]:
     return [p for p in ladder.points if p.source == "ladder"]
 
 
-def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> LadderResult:
-    f, budget = cfg.fit, check_ladder(cfg)
+def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes, sweep_spent: float = 0.0) -> LadderResult:
+    f, budget = cfg.fit, check_ladder(cfg, sweep_spent, "the sweep's")
     progress.next(f"ladder: the chosen configuration's proxies, B' from {f.ladder_start} doubled × {f.ladder_seeds} "
                   "seeds, then rungs or seeds while the law's part of the interval is wide "
                   f"(≤ {budget.per_step:g}·S examples, {budget.per_step / cfg.train.batch_size:.3g} of the target's "
                   "compute)")
-    result = run_ladder(cfg, out / "ladder", log=progress.log, test_sizes=test_sizes)
+    result = run_ladder(cfg, out / "ladder", log=progress.log, test_sizes=test_sizes, spent_before=sweep_spent)
     progress.log(f"  {result.reason}")
     return result
 
