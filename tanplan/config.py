@@ -227,10 +227,11 @@ class FitConfig:
                                         "(at least min_proxy_budget·S)", lo=0, hi=1, lo_open=True)
     min_proxy_budget: int = setting(1024, "auto: the ladder may always spend Σ B'·S up to this many × S, whatever "
                                     "the target (small targets need proxies as costly as themselves)", lo=1)
-    compute_budget: float = setting(0.25, "auto: the pipeline's budget, sweep + ladder, Σ B'·S ÷ the target's B·S, "
-                                    "for B ≤ 4096, falling as √(4096/B) above it (1/8 at B = 16384); at least "
+    compute_budget: float = setting(0.0, "auto: the pipeline's budget, sweep + ladder, Σ B'·S ÷ the target's B·S, "
+                                    "for B ≤ 4096, falling as √(4096/B) above it (0.25: 1/8 at B = 16384); at least "
                                     "min_proxy_budget·S, never more than the launch; the ladder gets what the sweep "
-                                    "leaves; 0 = none (the ladder's own budget only)", lo=0, hi=1)
+                                    "leaves; 0, the default = none (the ladder's own budget only: docs/ladder.md says "
+                                    "why)", lo=0, hi=1)
     ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
     ladder_seeds: int = setting(4, "auto: seeds of each new rung (their scatter is the launch's own spread)", lo=2)
     law_share: float = setting(0.3, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "

@@ -42,32 +42,42 @@ def test_budget_is_a_fraction_of_the_target_or_its_floor_whichever_is_larger():
         assert budget_of(cfg).per_step == per_step  # max(0.25·B, 1024): the ladder's own budget alone
 
 
+ON = "fit.compute_budget=0.25"  # the pipeline's budget is opt-in (its default, 0, is off: docs/ladder.md)
+
+
+def test_the_pipelines_budget_is_off_by_default_and_the_ladder_has_its_own():
+    for batch in (256, 4096, 16384):
+        cfg = load_config(None, [f"train.batch_size={batch}"])
+        assert pipeline_budget(cfg) is None
+        assert budget_of(cfg, 320).per_step == pytest.approx(max(0.25 * batch, 1024))  # the sweep's cost aside
+
+
 def test_the_pipelines_budget_falls_as_the_target_grows_and_never_exceeds_the_launch():
     for batch in (256, 1024, 2048, 4096, 16384, 65536):
-        cfg = load_config(None, [f"train.batch_size={batch}"])
+        cfg = load_config(None, [f"train.batch_size={batch}", ON])
         shared = min(batch, max(0.25 * min(1.0, (REFERENCE_BATCH / batch) ** 0.5) * batch, 1024))
         assert pipeline_budget(cfg) == pytest.approx(shared) and shared <= batch
         assert budget_of(cfg).per_step == pytest.approx(min(max(0.25 * batch, 1024), shared))
         assert budget_of(cfg, 320).per_step == pytest.approx(min(max(0.25 * batch, 1024), shared - 320))
-    fractions = [pipeline_budget(load_config(None, [f"train.batch_size={b}"])) / b for b in (4096, 16384, 65536)]
+    fractions = [pipeline_budget(load_config(None, [f"train.batch_size={b}", ON])) / b for b in (4096, 16384, 65536)]
     assert fractions == pytest.approx([1 / 4, 1 / 8, 1 / 16])  # the issue's 1/4 at the demo, 1/8 at B = 16384
 
 
 @pytest.mark.parametrize("batch", [256, 1024, 2048])
 def test_default_fit_section_admits_targets_from_256_up(batch):
     # B = 256: the pipeline's budget (never more than the launch) cannot pay the law's first rungs, 448·S:
-    # not launched (exit 4) saying what to change; with fit.compute_budget = 0 the ladder's own budget as before
-    cfg = load_config(None, [f"train.batch_size={batch}"] + (["fit.compute_budget=0"] if batch == 256 else []))
+    # not launched (exit 4) saying what to change; with fit.compute_budget = 0 (the default) the ladder's own
+    cfg = load_config(None, [f"train.batch_size={batch}"] + ([] if batch == 256 else [ON]))
     budget = check_ladder(cfg)  # the B = 1024 target used to exit 2 here
     assert budget.first_rungs_cost() <= budget.per_step
     if batch == 256:
         with pytest.raises(NotLaunched, match="raise fit.compute_budget") as err:
-            check_ladder(load_config(None, [f"train.batch_size={batch}"]))
+            check_ladder(load_config(None, [f"train.batch_size={batch}", ON]))
         assert "\n" not in str(err.value)
 
 
 def test_what_the_sweep_spends_comes_out_of_the_ladders_budget_and_a_ladder_it_starves_is_not_launched():
-    cfg = load_config(None, ["train.batch_size=4096"])  # the pipeline's budget: 1024·S
+    cfg = load_config(None, ["train.batch_size=4096", ON])  # the pipeline's budget: 1024·S
     assert check_ladder(cfg, 320, "the sweep's").per_step == 704  # the demo's sweep: 10 runs at B' = 32
     with pytest.raises(NotLaunched, match="after the sweep's 640·S") as err:  # the old sweep at B' = 64
         check_ladder(cfg, 640, "the sweep's")
