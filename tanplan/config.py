@@ -195,8 +195,14 @@ class TuningConfig:
     private training set, and the pipeline composes every release on it into its total ε."""
 
     data: str = setting("public", "public | private", choices=("public", "private"))
-    path: str = setting("", "public: an .npz with x_train, y_train, x_test, y_test (the npz dataset's format); "
-                        "empty for mnist1d: an independent draw that tanplan generates (data.seed + 1)")
+    dataset: str = setting("", "public: what the public set is, as data.dataset takes it: npz | memmap | a loader by "
+                           "import path \"package.module:load\" (or another built-in); empty: from tuning.path, an "
+                           ".npz file or a memmap folder (meta.json)")
+    path: str = setting("", "public: an .npz with x_train, y_train, x_test, y_test (the npz dataset's format), a memmap "
+                        "folder (`tanplan convert`'s format), or the path= of a loader; empty for mnist1d: an "
+                        "independent draw that tanplan generates (data.seed + 1)")
+    options: dict = setting({}, "keyword arguments of a plugged-in public loader (tuning.dataset = "
+                            "\"package.module:load\")")
 
 
 @dataclass(frozen=True)
