@@ -26,5 +26,7 @@ def pretrain_config(cfg: Config) -> Config:
 
 
 def check_public(cfg: Config, load) -> None:
-    """The public set against the private one (tuning.check_public_set): same task, no shared example."""
-    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg))
+    """The public set against the private one (tuning.check_public_set): the same input shape, no shared
+    example. Its class count may differ (Kurakin et al.: Places365's 365 classes, then ImageNet's 1000): the
+    fine-tuning run re-initialises the head ([init] head) when its shape differs."""
+    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg), same_classes=False)

@@ -137,17 +137,18 @@ def public_name(cfg: Config) -> str:
     return f"tuning.path = {t.path!r}" if t.path else "the public mnist1d draw"
 
 
-def check_public_set(cfg: Config, public, private) -> None:
+def check_public_set(cfg: Config, public, private, *, same_classes: bool = True) -> None:
     """UsageError unless the public tuning set is of the private set's task and shares no example with it:
     the same input shape and class count, and no input row (train or test) in common with the private
     training or test set, equal or nearly (rows rounded to NEAR × the private test set's RMS value on two
-    offset grids, then 16-byte digests; sources larger than memory are read in slices)."""
+    offset grids, then 16-byte digests; sources larger than memory are read in slices).
+    same_classes=False (pretraining: its head is replaced, [init] head): another class count is allowed."""
 
     where = public_name(cfg)
     if public.input_shape != private.input_shape:
         raise UsageError(f"{where} is not allowed: its examples have shape {public.input_shape}, the private set's "
                          f"{private.input_shape}; public tuning data must be of the same task")
-    if public.num_classes != private.num_classes:
+    if same_classes and public.num_classes != private.num_classes:
         raise UsageError(f"{where} is not allowed: it has {public.num_classes} classes, the private set "
                          f"{private.num_classes}; public tuning data must be of the same task")
     grid = NEAR * _scale(private)

@@ -14,7 +14,8 @@ from tanplan import plugins
 from tanplan.config import load_config
 from tanplan.data.memmap import MemmapSource
 from tanplan.errors import UsageError
-from tanplan.workflow import tuning
+from tanplan.engine.setup import load_data
+from tanplan.workflow import pretrain, tuning
 
 SHAPE, CLASSES = (16, 1), 3
 
@@ -147,3 +148,23 @@ def test_pretraining_reads_a_memmap_public_set(tmp_path):
     written = load_config(tmp_path / "pre" / "config.toml")
     assert written.data.dataset == "memmap" and written.data.path == str(public)
     assert summary.test_accuracy > 1 / CLASSES + 0.2  # it learned the task from the public rows
+
+
+def test_pretraining_may_use_other_classes_but_never_private_rows(tmp_path):
+    """Kurakin et al. pretrain on other labels (the head is replaced): pretrain's check lets the class count
+    differ, never the input shape or a shared row; the proxies' check keeps the class count."""
+    private, x = write_private(tmp_path)
+    cfg = _cfg(private, f'tuning.path="{write_memmap(tmp_path / "public")}"')  # stands in: load() below serves
+    private_set = load_data(cfg)
+    five = tanplan.Dataset("five", *_rows(200, 3), *_rows(40, 4), num_classes=5)
+    pretrain.check_public(cfg, lambda c: five if c.privacy.private is False else private_set)
+    with pytest.raises(UsageError, match="5 classes"):
+        tuning.check_public_set(cfg, five, private_set)
+    leaked = tanplan.Dataset("leaked", np.concatenate([_rows(200, 3)[0], x[:1]]), np.zeros(201, np.int32),
+                             *_rows(40, 4), num_classes=5)
+    with pytest.raises(UsageError, match="holds examples of the private"):
+        pretrain.check_public(cfg, lambda c: leaked if c.privacy.private is False else private_set)
+    flat = tanplan.Dataset("flat", _rows(200, 3)[0][..., 0], _rows(200, 3)[1], _rows(40, 4)[0][..., 0],
+                           _rows(40, 4)[1], num_classes=5)
+    with pytest.raises(UsageError, match="shape"):
+        pretrain.check_public(cfg, lambda c: flat if c.privacy.private is False else private_set)
