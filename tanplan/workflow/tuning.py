@@ -129,6 +129,17 @@ def public_data(cfg: Config) -> dict:
             "data.options": dict(t.options)}  # the private loader's options are not the public set's
 
 
+def absolute_paths(cfg: Config) -> Config:
+    """cfg with its relative data.path, tuning.path and init.path made absolute where they name a file or folder
+    here (a loader's path= that names none, such as a URL, is left as it is): the proxies train in Ray workers
+    whose working directory is their trial's folder, where a relative path names nothing. cfg itself when
+    nothing changes."""
+    named = (("data.path", cfg.data.path), ("tuning.path", cfg.tuning.path), ("init.path", cfg.init.path))
+    changes = {key: str(Path(value).expanduser().absolute()) for key, value in named
+               if value and not Path(value).expanduser().is_absolute() and Path(value).expanduser().exists()}
+    return cfg.with_overrides(changes) if changes else cfg
+
+
 def public_name(cfg: Config) -> str:
     """The public tuning set in words, for messages and reports."""
     t = cfg.tuning
@@ -187,6 +198,7 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     """
     check(cfg)
     n = target.dataset_size
+    cfg = absolute_paths(cfg)
     if cfg.tuning.data == "private":
         return Tuning("private", f"the private training set ({n} examples)", cfg, n, n, proxy_data=private)
     if load is None:
@@ -225,8 +237,8 @@ def for_config(cfg: Config, private=None) -> Tuning:
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train
-        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n,
-                      proxy_data=private)
+        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)",
+                      absolute_paths(cfg), n, n, proxy_data=private)
     return resolve(cfg, run.plan, private=private)
 
 

@@ -168,3 +168,21 @@ def test_pretraining_may_use_other_classes_but_never_private_rows(tmp_path):
                            _rows(40, 4)[1], num_classes=5)
     with pytest.raises(UsageError, match="shape"):
         pretrain.check_public(cfg, lambda c: flat if c.privacy.private is False else private_set)
+
+
+@pytest.mark.parametrize("data", ["public", "private"])
+def test_the_proxies_name_their_files_by_absolute_paths(tmp_path, monkeypatch, data):
+    """Sweep trials run in Ray workers whose working directory is their trial's folder: a relative init.path
+    or data path (found in the sweep of a new user's `tanplan run`) must reach them absolute; a loader's
+    path= that names no file here (a URL) is left as written."""
+    private, _ = write_private(tmp_path)
+    write_memmap(tmp_path / "public")
+    (tmp_path / "pre").mkdir()
+    monkeypatch.chdir(tmp_path)
+    cfg = _cfg("private.npz", 'tuning.path="public"', f'tuning.data="{data}"')
+    cfg = cfg.with_overrides({"init.path": "pre"})
+    t = tuning.resolve(cfg, tuning.resolve_plan(cfg, 400).plan, load=lambda c: load_data(c))
+    assert t.proxy_cfg.init.path == str(tmp_path / "pre")
+    assert t.proxy_cfg.data.path == str(tmp_path / ("public" if data == "public" else "private.npz"))
+    url = cfg.with_overrides({"data.path": "hf://some/set", "init.path": ""})
+    assert tuning.absolute_paths(url).data.path == "hf://some/set"
