@@ -11,6 +11,7 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import tanplan
@@ -39,18 +40,22 @@ def main() -> None:
     cfg = tanplan.as_config(CONFIG, {"tuning.path": str(public)})
     pre = out / "pretrained"
     if not (pre / "model" / "params.npz").is_file():
-        tanplan.pretrain(cfg, pre, overrides=PRETRAIN)
+        started = time.perf_counter()
+        done = tanplan.pretrain(cfg, pre, overrides=PRETRAIN)
+        print(f"pretrained on the shifted public set: test accuracy {done.test_accuracy:.3f} on it "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)
     results = {}
     for eps in args.epsilons:
         for route, init in ROUTES.items():
-            accs = []
+            accs, started = [], time.perf_counter()
             for seed in range(args.seeds):
                 sets = {"privacy.epsilon": eps, "experiment.seed": seed}
                 if init is not None:
                     sets |= {"init.path": str(pre), **init}
                 accs.append(tanplan.train(cfg, None, overrides=sets).test_accuracy)
             results[f"{eps:g}|{route}"] = accs
-            print(f"ε = {eps:g}, {route}: {statistics.mean(accs):.3f} ± {statistics.stdev(accs):.3f}", flush=True)
+            print(f"ε = {eps:g}, {route}: {statistics.mean(accs):.3f} ± {statistics.stdev(accs):.3f} "
+                  f"({args.seeds} runs, {time.perf_counter() - started:.0f} s)", flush=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     lines = ["| ε | " + " | ".join(ROUTES) + " |", "| --- |" + " --- |" * len(ROUTES)]
     for eps in args.epsilons:

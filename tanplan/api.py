@@ -42,7 +42,7 @@ from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 from tanplan.outcomes.sweep import SweepResult
 from tanplan.privacy import tan
 from tanplan.ray_session import check_address
-from tanplan.privacy.plan import Plan, advice, default_delta, with_dataset_size
+from tanplan.privacy.plan import Plan, advice, default_delta, steps_of, with_dataset_size
 from tanplan.reports import fit as fit_report
 from tanplan.reports.plan import write_plan_report
 from tanplan.runtime import driver_on_cpu
@@ -161,35 +161,40 @@ PROXY_CAVEAT = ("The proxy is a simulation for choosing hyper-parameters: it tra
 
 
 @_typed
-def plan(dataset_size: int, batch_size: int, steps: int, *, sigma: float | None = None, epsilon: float | None = None,
-         delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
-         dataset_sizes: Iterable[int] = (), out: str | os.PathLike | None = None,
-         warn: Callable[[str], None] | None = None) -> PlanResult:
+def plan(dataset_size: int, batch_size: int, steps: int | None = None, *, epochs: float | None = None,
+         sigma: float | None = None, epsilon: float | None = None, delta: float | None = None,
+         accountant: str = "pld", neighbouring: str = "add_remove", dataset_sizes: Iterable[int] = (),
+         out: str | os.PathLike | None = None, warn: Callable[[str], None] | None = None) -> PlanResult:
     """σ (given, or calibrated to `epsilon` with the accountant of record: "pld" (default, the tightest),
     "rdp", or "both" = pld), η, Σ, ε_TAN and the exact ε of a DP-SGD plan under both accountants (and
     under replace-one with PLD), its regime and what to change. neighbouring: the relation σ is
-    calibrated to ("add_remove", or "replace_one": PLD only). delta None: N^-1.1.
+    calibrated to ("add_remove", or "replace_one": PLD only). delta None: N^-1.1. steps, or epochs (exactly
+    one): S = ceil(epochs·N/B), rounded up (tanplan.privacy.plan.steps_of); the result keeps the epochs asked.
 
     dataset_sizes: the same (B, σ, S) at other N, δ = N^-1.1 (TAN Table 5). out: write report.md, CSV tables
     and figures there. warn(line): a δ ≥ 1/N (default: warnings.warn), said after every check."""
-    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, neighbouring, warn)
+    target = _target(dataset_size, batch_size, steps_of(dataset_size, batch_size, steps, epochs), sigma, epsilon,
+                     delta, accountant, neighbouring, warn)
     accountants = _reported(target)
     sizes = tuple(with_dataset_size(target, int(n)) for n in dataset_sizes) or None
-    figures = write_plan_report(target, out, accountants) if out is not None else None
+    figures = write_plan_report(target, out, accountants, epochs_asked=epochs) if out is not None else None
     return PlanResult(plan=target, accountants=accountants, regime_text=tan.REGIME_TEXT[target.regime],
-                      advice=tuple(advice(target)), dataset_sizes=sizes, figures=figures)
+                      advice=tuple(advice(target)), dataset_sizes=sizes, figures=figures,
+                      epochs_asked=None if epochs is None else float(epochs))
 
 
 @_typed
-def proxy(dataset_size: int, batch_size: int, steps: int, *, proxy_batch_sizes: Iterable[int] = (),
-          savings: float | None = None, sigma: float | None = None, epsilon: float | None = None,
-          delta: float | None = None, accountant: str = "pld", neighbouring: str = "add_remove",
-          warn: Callable[[str], None] | None = None) -> tuple[Proxy, ...]:
-    """The constant-η_step proxies (B', σ·B'/B, S) of the target: one per proxy batch size, or B' = B/savings."""
+def proxy(dataset_size: int, batch_size: int, steps: int | None = None, *, epochs: float | None = None,
+          proxy_batch_sizes: Iterable[int] = (), savings: float | None = None, sigma: float | None = None,
+          epsilon: float | None = None, delta: float | None = None, accountant: str = "pld",
+          neighbouring: str = "add_remove", warn: Callable[[str], None] | None = None) -> tuple[Proxy, ...]:
+    """The constant-η_step proxies (B', σ·B'/B, S) of the target: one per proxy batch size, or B' = B/savings.
+    The target's S: steps, or ceil(epochs·N/B) (as plan())."""
     sizes = list(proxy_batch_sizes)
     if (savings is None) == (not sizes):
         raise UsageError("give proxy batch sizes or a savings factor, not both and not neither")
-    target = _target(dataset_size, batch_size, steps, sigma, epsilon, delta, accountant, neighbouring, warn)
+    target = _target(dataset_size, batch_size, steps_of(dataset_size, batch_size, steps, epochs), sigma, epsilon,
+                     delta, accountant, neighbouring, warn)
     if savings is not None:
         if savings < 1:
             raise UsageError(f"--savings {savings:g} is not allowed: must be ≥ 1")

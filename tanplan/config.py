@@ -195,8 +195,14 @@ class TuningConfig:
     private training set, and the pipeline composes every release on it into its total ε."""
 
     data: str = setting("public", "public | private", choices=("public", "private"))
-    path: str = setting("", "public: an .npz with x_train, y_train, x_test, y_test (the npz dataset's format); "
-                        "empty for mnist1d: an independent draw that tanplan generates (data.seed + 1)")
+    dataset: str = setting("", "public: what the public set is, as data.dataset takes it: npz | memmap | a loader by "
+                           "import path \"package.module:load\" (or another built-in); empty: from tuning.path, an "
+                           ".npz file or a memmap folder (meta.json)")
+    path: str = setting("", "public: an .npz with x_train, y_train, x_test, y_test (the npz dataset's format), a memmap "
+                        "folder (`tanplan convert`'s format), or the path= of a loader; empty for mnist1d: an "
+                        "independent draw that tanplan generates (data.seed + 1)")
+    options: dict = setting({}, "keyword arguments of a plugged-in public loader (tuning.dataset = "
+                            "\"package.module:load\")")
 
 
 @dataclass(frozen=True)
@@ -479,9 +485,16 @@ def train_steps(train: TrainConfig, dataset_size: int) -> int:
     epochs' decimal text, so that 2.5 epochs of 4000 at B = 500 are exactly 20 steps, not 21)."""
     if not train.epochs:
         return int(train.steps)
-    steps = math.ceil(Fraction(repr(train.epochs)) * dataset_size / train.batch_size)
+    return steps_of_epochs(train.epochs, dataset_size, train.batch_size)
+
+
+def steps_of_epochs(epochs: float, dataset_size: int, batch_size: int, what: str = "train.epochs") -> int:
+    """S = ceil(E·N/B), at least 1: E passes over N examples in expectation at batch B, rounded UP (never fewer
+    passes than asked), E read as its decimal text (2.5 epochs of 4000 at B = 500 are 20 steps, not 21).
+    `what` names the setting in the refusal of an S above MAX_STEPS (train.epochs, --epochs)."""
+    steps = math.ceil(Fraction(repr(float(epochs))) * dataset_size / batch_size)
     if steps > MAX_STEPS:
-        raise UsageError(f"train.epochs = {train.epochs:g} is not allowed: {steps} steps at B = {train.batch_size} "
+        raise UsageError(f"{what} = {epochs:g} is not allowed: {steps} steps at B = {batch_size} "
                          f"on {dataset_size} examples, above {MAX_STEPS} (where the accountants are trusted)")
     return max(1, steps)
 

@@ -74,8 +74,9 @@ def worker_path(paths) -> str:
 
 
 def of_config(cfg) -> list[str]:
-    """The import paths a config names: its data loader, model factory, [task] functions, tracking writers."""
-    names = [cfg.data.dataset, cfg.model.name, cfg.task.loss, cfg.task.metric, *cfg.tracking.writers]
+    """The import paths a config names: its data loaders (private and public), model factory, [task] functions,
+    tracking writers."""
+    names = [cfg.data.dataset, cfg.tuning.dataset, cfg.model.name, cfg.task.loss, cfg.task.metric, *cfg.tracking.writers]
     return [n for n in names if is_import_path(n)]
 
 

@@ -55,3 +55,18 @@ def test_the_own_job_example_runs(tmp_path):
         found = re.search(rf"my_tab.nets:{factory}: accuracy (\S+), reloaded (\S+)", proc.stdout)
         assert found and found[1] == found[2] and float(found[1]) > 0.8, proc.stdout
     assert (tmp_path / "runs" / "make_nnx" / "model" / "model.json").is_file()
+
+
+def test_the_fine_tuning_example_runs(tmp_path):
+    """The page's third example: a user's own public loader and model, pretrained on four public classes,
+    fine-tuned privately on two with the body frozen and the head re-initialised, read back by load_run."""
+    proc = run_page_example(tmp_path, "my_ft", "# example: fine-tuning from your own public data")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    pre = re.search(r"pretrained on (\d+) public examples: accuracy (\S+), private False", out)
+    assert pre and pre[1] == "3000" and float(pre[2]) > 0.5, out  # four classes: chance is 0.25
+    ft = re.search(r"fine-tuned: accuracy (\S+) at ε = (\S+); head re-initialised \['head/bias', 'head/kernel'\], "
+                   r"(\d+) of (\d+) parameters trained", out)
+    assert ft and float(ft[2]) <= 1.0 and int(ft[3]) == 32 * 2 + 2 and int(ft[4]) == 40 * 32 + 32 + 32 * 32 + 32 + 66, out
+    reloaded = re.search(r"reloaded: accuracy (\S+)", out)
+    assert reloaded and reloaded[1] == ft[1] and float(ft[1]) > 0.8, out

@@ -7,6 +7,8 @@ import math
 import pytest
 from helpers import run_cli
 
+import tanplan
+
 from tanplan.config import config_to_toml, load_config, train_steps
 from tanplan.errors import UsageError
 from tanplan.privacy.mechanism import resolve_plan
@@ -49,3 +51,50 @@ def test_plan_shows_the_epochs(capsys):
     code, out, _ = run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--steps", "2500",
                            "--sigma", "3")
     assert code == 0 and "epochs S·B/N" in out and f"{2500 * 4096 / 50000:.4g}" in out
+
+
+def _plan(capsys, *extra):
+    return run_cli(capsys, "plan", "--dataset-size", "50000", "--batch-size", "4096", "--sigma", "3", *extra)
+
+
+def test_plan_takes_epochs_and_shows_both_ways(capsys):
+    """`plan --epochs 3`: S = ceil(3·50000/4096) = 37 (rounded up: 36 steps would be 2.95 passes), the E asked
+    and the S·B/N that S gives both shown; the same plan as `--steps 37`."""
+    steps = -(-3 * 50000 // 4096)  # exact integer ceiling
+    assert steps == 37 and 36 * 4096 / 50000 < 3 <= steps * 4096 / 50000
+    code, out, err = _plan(capsys, "--epochs", "3", "--json")
+    by_epochs = json.loads(out)
+    assert code == 0 and by_epochs["steps"] == steps and by_epochs["epochs_asked"] == 3
+    assert by_epochs["epochs"] == pytest.approx(steps * 4096 / 50000)
+    code, out, _ = _plan(capsys, "--steps", str(steps), "--json")
+    by_steps = json.loads(out)
+    assert "epochs_asked" not in by_steps
+    assert {k: v for k, v in by_epochs.items() if k != "epochs_asked"} == by_steps
+    code, out, _ = _plan(capsys, "--epochs", "3")
+    assert code == 0 and "epochs asked E" in out and "steps S = ceil(E·N/B)" in out
+    assert f"{steps * 4096 / 50000:.4g}" in out and " 37\n" in out
+
+
+@pytest.mark.parametrize("extra, says", [
+    (("--epochs", "3", "--steps", "20"), "--steps 20 and --epochs 3 are not allowed together"),
+    ((), "--steps or --epochs"),
+    (("--epochs", "0"), "--epochs"),
+    (("--epochs", "1e9"), "above"),
+])
+def test_plan_refuses_steps_and_epochs_together_or_neither(capsys, extra, says):
+    code, out, err = _plan(capsys, *extra)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err
+
+
+def test_the_api_and_proxy_take_epochs(capsys):
+    result = tanplan.plan(1000, 300, epochs=1.0, sigma=2.0)
+    assert result.plan.steps == 4 and result.epochs_asked == 1.0  # ceil(1000/300)
+    assert type(result).from_dict(result.to_dict()) == result
+    with pytest.raises(UsageError, match="not allowed together"):
+        tanplan.plan(1000, 300, 4, epochs=1.0, sigma=2.0)
+    code, out, _ = run_cli(capsys, "proxy", "--dataset-size", "1000", "--batch-size", "300", "--epochs", "1",
+                           "--sigma", "2", "--proxy-batch-size", "30", "--json")
+    assert code == 0 and json.loads(out)["steps"] == 4
+    code, _, err = run_cli(capsys, "plan", "--dataset-size", "1000", "--epsilon", "1", "--compute", "100000",
+                           "--epochs", "2")
+    assert code == 2 and "--epochs is not allowed with --compute" in err

@@ -19,12 +19,16 @@ def add_target_arguments(parser, *, frontier: bool = False) -> None:
     """The target (N, B, S, σ or ε, δ, accountant): shared by `plan` and `proxy`.
 
     With frontier=True (`plan`), --batch-size and --steps may be left out for the --compute mode; execute()
-    then checks that they are given whenever no compute budget is.
+    then checks that they are given whenever no compute budget is. S comes from --steps or from --epochs E
+    (exactly one; S = ceil(E·N/B): tanplan.privacy.plan.steps_of).
     """
     parser.add_argument("--dataset-size", type=positive_int, required=True, metavar="N", help="training set size N")
     parser.add_argument("--batch-size", type=positive_int, required=not frontier, metavar="B",
                         help="expected batch size B")
-    parser.add_argument("--steps", type=positive_int, required=not frontier, metavar="S", help="number of steps S")
+    parser.add_argument("--steps", type=positive_int, metavar="S", help="number of steps S (or --epochs)")
+    parser.add_argument("--epochs", type=positive_float, metavar="E",
+                        help="or plan by epochs, as Opacus users do: S = ceil(E·N/B), rounded up (never fewer passes "
+                             "than asked); S and S·B/N are shown")
     noise = parser.add_mutually_exclusive_group(required=True)
     noise.add_argument("--sigma", type=positive_float, help="noise multiplier σ")
     noise.add_argument("--epsilon", type=positive_float, help="target ε: σ is calibrated to it")
@@ -76,17 +80,20 @@ def _warn(line: str) -> None:
 
 def plan_result(args, **extra):
     """tanplan.api.plan of the arguments (σ calibrated when --epsilon is given); warns when δ ≥ 1/N."""
-    return api.plan(args.dataset_size, args.batch_size, args.steps, sigma=args.sigma, epsilon=args.epsilon,
-                    delta=args.delta, accountant=args.accountant,
+    return api.plan(args.dataset_size, args.batch_size, args.steps, epochs=getattr(args, "epochs", None),
+                    sigma=args.sigma, epsilon=args.epsilon, delta=args.delta, accountant=args.accountant,
                     neighbouring=getattr(args, "neighbouring", "add_remove"), warn=_warn, **extra)
 
 
 def execute(args) -> int:
     if args.compute is not None or args.device_hours is not None:
         return run_frontier(args)
-    for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps)):
-        if value is None:
-            raise UsageError(f"tanplan plan: the following arguments are required: {flag} (or --compute with --epsilon)")
+    if args.batch_size is None:
+        raise UsageError("tanplan plan: the following arguments are required: --batch-size (or --compute with "
+                         "--epsilon)")
+    if args.steps is None and args.epochs is None:
+        raise UsageError("tanplan plan: the following arguments are required: --steps or --epochs (or --compute "
+                         "with --epsilon)")
     if args.samples_per_second is not None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
     result = plan_result(args, dataset_sizes=args.dataset_sizes or (), out=args.out)
@@ -94,7 +101,7 @@ def execute(args) -> int:
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_table(summary_rows(plan, accountants), title="TAN plan")
+    print_table(summary_rows(plan, accountants, result.epochs_asked), title="TAN plan")
     print(f"regime: {result.regime_text}")
     for line in result.advice:
         print(f"  - {line}")
@@ -114,7 +121,8 @@ def check_frontier_arguments(args) -> None:
     budget = "--compute" if args.compute is not None else "--device-hours"
     if args.epsilon is None:
         raise UsageError(f"{budget} needs --epsilon (σ is calibrated to it for every candidate), not --sigma")
-    for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps), ("--out", args.out),
+    for flag, value in (("--batch-size", args.batch_size), ("--steps", args.steps), ("--epochs", args.epochs),
+                        ("--out", args.out),
                         ("--dataset-sizes", args.dataset_sizes)):
         if value is not None:
             raise UsageError(f"{flag} is not allowed with {budget}: the frontier chooses B and S itself")

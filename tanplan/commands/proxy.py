@@ -19,7 +19,8 @@ def configure(parser) -> None:
 
 
 def execute(args) -> int:
-    proxies = api.proxy(args.dataset_size, args.batch_size, args.steps, proxy_batch_sizes=args.proxy_batch_size or (),
+    proxies = api.proxy(args.dataset_size, args.batch_size, args.steps, epochs=args.epochs,
+                        proxy_batch_sizes=args.proxy_batch_size or (),
                         savings=args.savings, sigma=args.sigma, epsilon=args.epsilon, delta=args.delta,
                         accountant=args.accountant, neighbouring=args.neighbouring, warn=_warn)
     if args.json:

@@ -40,6 +40,7 @@ class PlanResult(Result):
     advice: tuple[str, ...]
     dataset_sizes: tuple[Plan, ...] | None = None  # the same (B, σ, S) at other N (TAN Table 5)
     figures: Mapping | None = None  # files written by out=
+    epochs_asked: float | None = None  # E when the plan was given by epochs (S = ceil(E·N/B)); None: by steps
 
     @property
     def sigma(self) -> float:
@@ -51,6 +52,8 @@ class PlanResult(Result):
     def to_dict(self) -> dict[str, Any]:
         out = self.plan.to_dict(self.accountants)
         out["epochs"] = self.plan.steps * self.plan.batch_size / self.plan.dataset_size  # passes, in expectation
+        if self.epochs_asked is not None:
+            out["epochs_asked"] = self.epochs_asked
         out["regime_text"], out["advice"] = self.regime_text, list(self.advice)
         if self.dataset_sizes is not None:
             out["dataset_sizes"] = [p.to_dict(self.accountants) for p in self.dataset_sizes]
@@ -65,7 +68,7 @@ class PlanResult(Result):
         sizes = data.get("dataset_sizes")
         return cls(plan=plan_of(data), accountants=accountants, regime_text=data["regime_text"],
                    advice=tuple(data["advice"]), dataset_sizes=tuple(plan_of(p) for p in sizes) if sizes else None,
-                   figures=data.get("figures"))
+                   figures=data.get("figures"), epochs_asked=data.get("epochs_asked"))
 
 
 @dataclass(frozen=True, kw_only=True)

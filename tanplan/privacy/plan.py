@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 
-from tanplan.config import train_steps
+from tanplan.config import steps_of_epochs, train_steps
 from tanplan.privacy import accounting, tan
 from tanplan.errors import UsageError
 
@@ -147,10 +148,7 @@ def check_delta_below_one_over_n(delta: float, dataset_size: int, allowed: bool,
 def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> None:
     """Raise UsageError naming the first bad value; S and σ must lie where the accountants are trusted
     (tanplan.privacy.accounting: 1 ≤ S ≤ 10^7, 1e-4 ≤ σ ≤ 1e6)."""
-    if not (isinstance(dataset_size, int) and dataset_size >= 1):
-        raise UsageError(f"dataset size {dataset_size} is not allowed: must be an integer ≥ 1")
-    if not 1 <= batch_size <= dataset_size:
-        raise UsageError(f"batch size {batch_size} is not allowed: must be in [1, {dataset_size}] (the dataset size)")
+    _check_sizes(dataset_size, batch_size)
     if not (isinstance(steps, int) and 1 <= steps <= accounting.MAX_STEPS):
         raise UsageError(f"steps {steps} is not allowed: must be an integer in [1, {accounting.MAX_STEPS:.0e}], "
                          "where the accountants are trusted")
@@ -160,6 +158,31 @@ def validate(dataset_size, batch_size, steps, sigma, delta, epsilon=None) -> Non
     accounting.check_delta(delta)
     if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(f"epsilon {epsilon} is not allowed: must be > 0")
+
+
+def _check_sizes(dataset_size, batch_size) -> None:
+    if not (isinstance(dataset_size, int) and dataset_size >= 1):
+        raise UsageError(f"dataset size {dataset_size} is not allowed: must be an integer ≥ 1")
+    if not 1 <= batch_size <= dataset_size:
+        raise UsageError(f"batch size {batch_size} is not allowed: must be in [1, {dataset_size}] (the dataset size)")
+
+
+def steps_of(dataset_size, batch_size, steps=None, epochs=None) -> int:
+    """S of a plan given by steps or by epochs (exactly one): S = ceil(E·N/B) for E epochs, E passes over the
+    N examples in expectation at batch B rounded UP (tanplan.config.steps_of_epochs, the rule train.epochs
+    follows), so that the plan never holds fewer passes than asked; S·B/N, the passes S gives, is shown
+    beside it."""
+    if steps is not None and epochs is not None:
+        raise UsageError(f"--steps {steps} and --epochs {epochs:g} are not allowed together: give one (S, or E "
+                         "epochs with S = ceil(E·N/B))")
+    if epochs is None:
+        if steps is None:
+            raise UsageError("give --steps S or --epochs E (S = ceil(E·N/B)), not neither")
+        return steps
+    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Real) or not (math.isfinite(epochs) and epochs > 0):
+        raise UsageError(f"--epochs {epochs!r} is not allowed: must be a finite number > 0")
+    _check_sizes(dataset_size, batch_size)
+    return steps_of_epochs(epochs, dataset_size, batch_size, what="--epochs")
 
 
 def plan_from_config(cfg, dataset_size: int) -> Plan:

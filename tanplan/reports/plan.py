@@ -149,11 +149,14 @@ def figure_families(plan: Plan, proxies: list[ProxyRow], privacy: list[FamilyRow
     return path
 
 
-def summary_rows(plan, accountants) -> list[tuple[str, str]]:
+def summary_rows(plan, accountants, epochs_asked: float | None = None) -> list[tuple[str, str]]:
+    """The plan's table; given by epochs (epochs_asked = E), S is shown as ceil(E·N/B) beside the E asked."""
+    by_epochs = [("epochs asked E", f"{epochs_asked:g}")] if epochs_asked is not None else []
     rows = [
         ("dataset size N", f"{plan.dataset_size:,}"),
         ("batch size B", f"{plan.batch_size:,}"),
-        ("steps S", f"{plan.steps:,}"),
+        *by_epochs,
+        ("steps S" + (" = ceil(E·N/B)" if by_epochs else ""), f"{plan.steps:,}"),
         ("epochs S·B/N", f"{plan.steps * plan.batch_size / plan.dataset_size:.4g}"),
         ("noise σ" + (" (calibrated)" if plan.target_epsilon else ""), f"{plan.sigma:.4g}"),
         ("δ", f"{plan.delta:.3g}"),
@@ -173,7 +176,8 @@ def summary_rows(plan, accountants) -> list[tuple[str, str]]:
     return rows
 
 
-def write_plan_report(plan: Plan, out: Path, accountants=("pld", "rdp"), title: str = "TAN plan") -> dict:
+def write_plan_report(plan: Plan, out: Path, accountants=("pld", "rdp"), title: str = "TAN plan",
+                      epochs_asked: float | None = None) -> dict:
     """Write report.md, proxy_family.csv, privacy_family.csv and three figures into `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +189,7 @@ def write_plan_report(plan: Plan, out: Path, accountants=("pld", "rdp"), title: 
         "rdp_ratio": figure_rdp_ratio(plan, out / "rdp_ratio.png"),
         "families": figure_families(plan, proxies, privacy, out / "families.png"),
     }
-    table = "\n".join(f"| {k} | {v} |" for k, v in summary_rows(plan, accountants))
+    table = "\n".join(f"| {k} | {v} |" for k, v in summary_rows(plan, accountants, epochs_asked))
     text = f"""# {title}
 
 | quantity | value |

@@ -1,5 +1,5 @@
 """`tanplan pretrain`: the config's model trained, without privacy, on the config's PUBLIC data (the
-public tuning set of tanplan.workflow.tuning: [tuning] path, or for mnist1d an independent draw), into a
+public tuning set of tanplan.workflow.tuning: [tuning] path or dataset, or for mnist1d an independent draw), into a
 run folder whose released model [init] path reads (docs/finetune.md).
 
 Nothing private is read for training: the public set is checked against the private one first (same task,
@@ -18,7 +18,7 @@ def pretrain_config(cfg: Config) -> Config:
     """The non-private config of cfg's model on cfg's public data; UsageError when there is none."""
     if cfg.tuning.data == "private":
         raise UsageError("tanplan pretrain trains on public data: tuning.data = 'private' names none; set "
-                         "tuning.data = 'public' (with tuning.path, or the mnist1d public draw)")
+                         "tuning.data = 'public' (with tuning.path or tuning.dataset, or the mnist1d public draw)")
     tuning.check(cfg.with_overrides({"privacy.private": True}))  # a public set must exist, and not be data.path
     return cfg.with_overrides({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
                                "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
@@ -26,5 +26,7 @@ def pretrain_config(cfg: Config) -> Config:
 
 
 def check_public(cfg: Config, load) -> None:
-    """The public set against the private one (tuning.check_public_set): same task, no shared example."""
-    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg))
+    """The public set against the private one (tuning.check_public_set): the same input shape, no shared
+    example. Its class count may differ (Kurakin et al.: Places365's 365 classes, then ImageNet's 1000): the
+    fine-tuning run re-initialises the head ([init] head) when its shape differs."""
+    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg), same_classes=False)

@@ -5,8 +5,11 @@ small and each proxy alone spends a large ε. They protect the private examples 
 them:
 
 - public (default): every proxy (sweep trial, ladder rung, fit run, frontier candidate) trains and evaluates
-  on public data of the same task, [tuning] path (an .npz in the npz dataset's format), or for mnist1d an
-  independent draw that tanplan generates (data.seed + 1: draws with different seeds share no example).
+  on public data of the same task: [tuning] path (an .npz in the npz dataset's format, or a memmap folder
+  in `tanplan convert`'s, read a batch at a time so it may be larger than memory), [tuning] dataset = a
+  loader by import path (called as data.dataset's loaders are, with [tuning] options and path), or for
+  mnist1d an independent draw that tanplan generates (data.seed + 1: draws with different seeds share no
+  example).
   The launch's ε is then the whole cost to the private examples. A public set of N_pub examples keeps the
   target's η_step and S: q' = B'/N_pub and σ' = q'/(√2·η_step), i.e. the proxies are those of the target
   (B, σ·N/N_pub, S) on the public set. When N_pub ≠ N the law is extrapolated across data sizes too, and
@@ -29,10 +32,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tanplan import plugins
 from tanplan.config import Config, train_steps
 from tanplan.data.dataset import row_digests, source_digests
+from tanplan.data.load import available_datasets
+from tanplan.data.memmap import META
 from tanplan.data.source import read_rows
 from tanplan.errors import UsageError
+from tanplan.plugins import is_import_path
 from tanplan.outcomes.privacy_spent import TuningRecord
 from tanplan.privacy.mechanism import resolve_plan
 
@@ -63,44 +70,96 @@ class Tuning:
         return self.record().to_dict()
 
 
+NO_PUBLIC = "(or tuning.data = 'private', accounted in the total ε)"
+
+
 def check(cfg: Config) -> None:
-    """UsageError for a [tuning] section that cannot be served; reads no data (run it before any work)."""
+    """UsageError for a [tuning] section that cannot be served; reads no data (run it before any work): the
+    public set's kind (tuning.dataset, or what tuning.path is), its path, and a loader's import path."""
     t = cfg.tuning
     if t.data == "private" or not cfg.privacy.private:
         return
-    if t.path:
-        path = Path(t.path).expanduser()
-        if not path.is_file():
-            raise UsageError(f"tuning.path = {t.path!r} is not allowed: no such file (an .npz with x_train, y_train, "
-                             "x_test, y_test of public data of the same task)")
-        if cfg.data.path and Path(cfg.data.path).expanduser().is_file() and os.path.samefile(path, cfg.data.path):
-            raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file data.path; "
-                             "public tuning data must hold no private example (or set tuning.data = 'private', "
-                             "accounted in the total ε)")
+    if t.options and not is_import_path(t.dataset):
+        raise UsageError(f"tuning.options is not allowed with tuning.dataset = {t.dataset!r}: it passes keyword "
+                         "arguments to a plugged-in public loader (tuning.dataset = \"package.module:load\")")
+    if is_import_path(t.dataset):
+        plugins.resolve(t.dataset, "tuning.dataset")  # imported now: a bad path is one line before any work
+    elif t.dataset or t.path:
+        _public_kind(t)
     elif cfg.data.dataset != "mnist1d":
         raise UsageError(f"tuning.data = 'public' needs tuning.path for data.dataset = {cfg.data.dataset!r}: an .npz "
-                         "of public data of the same task (or tuning.data = 'private', accounted in the total ε)")
+                         "file or a memmap folder of public data of the same task, or tuning.dataset = a loader "
+                         f"\"package.module:load\" {NO_PUBLIC}")
+    if t.path and cfg.data.path and _same_path(t.path, cfg.data.path):
+        raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file (or folder) "
+                         f"data.path; public tuning data must hold no private example {NO_PUBLIC}")
+
+
+def _public_kind(t) -> str:
+    """npz or memmap (or another built-in name): tuning.dataset, else what tuning.path is; its path checked."""
+    path = Path(t.path).expanduser() if t.path else None
+    kind = t.dataset or ("memmap" if path is not None and path.is_dir() else "npz")
+    if kind not in available_datasets():
+        raise UsageError(f"tuning.dataset = {kind!r} is not allowed: use npz, memmap, another of "
+                         f"{', '.join(available_datasets())}, or a loader by import path \"package.module:load\"")
+    if kind == "npz" and (path is None or not path.is_file()):
+        raise UsageError(f"tuning.path = {t.path!r} is not allowed: no such file (an .npz with x_train, y_train, "
+                         "x_test, y_test of public data of the same task, or a memmap folder)")
+    if kind == "memmap" and (path is None or not (path / META).is_file()):
+        raise UsageError(f"tuning.path = {t.path!r} is not allowed: not a memmap folder (no {META}; "
+                         "`tanplan convert` writes one, docs/api.md says its format)")
+    return kind
+
+
+def _same_path(a: str, b: str) -> bool:
+    a, b = Path(a).expanduser(), Path(b).expanduser()
+    return a.exists() and b.exists() and os.path.samefile(a, b)
 
 
 def public_data(cfg: Config) -> dict:
-    """The [data] overrides that point a config at the public tuning set."""
-    if cfg.tuning.path:
-        return {"data.dataset": "npz", "data.path": str(Path(cfg.tuning.path).expanduser()), "data.train_examples": 0,
-                "data.seed": 0, "data.options": {}}  # a plugged-in loader's options are not the npz's
-    return {"data.seed": cfg.data.seed + PUBLIC_SEED_OFFSET}  # mnist1d: an independent draw of the same size
+    """The [data] overrides that point a config at the public tuning set: a loader (tuning.dataset, with
+    tuning.options and path= tuning.path), an .npz file or a memmap folder (tuning.path), or for mnist1d
+    without either an independent draw."""
+    t = cfg.tuning
+    if not (t.path or t.dataset):
+        return {"data.seed": cfg.data.seed + PUBLIC_SEED_OFFSET}  # mnist1d: an independent draw of the same size
+    kind = t.dataset if is_import_path(t.dataset) else _public_kind(t)
+    return {"data.dataset": kind, "data.path": str(Path(t.path).expanduser()) if t.path else "",
+            "data.train_examples": 0, "data.seed": 0,
+            "data.options": dict(t.options)}  # the private loader's options are not the public set's
 
 
-def check_public_set(cfg: Config, public, private) -> None:
+def absolute_paths(cfg: Config) -> Config:
+    """cfg with its relative data.path, tuning.path and init.path made absolute where they name a file or folder
+    here (a loader's path= that names none, such as a URL, is left as it is): the proxies train in Ray workers
+    whose working directory is their trial's folder, where a relative path names nothing. cfg itself when
+    nothing changes."""
+    named = (("data.path", cfg.data.path), ("tuning.path", cfg.tuning.path), ("init.path", cfg.init.path))
+    changes = {key: str(Path(value).expanduser().absolute()) for key, value in named
+               if value and not Path(value).expanduser().is_absolute() and Path(value).expanduser().exists()}
+    return cfg.with_overrides(changes) if changes else cfg
+
+
+def public_name(cfg: Config) -> str:
+    """The public tuning set in words, for messages and reports."""
+    t = cfg.tuning
+    if is_import_path(t.dataset):
+        return f"tuning.dataset = {t.dataset!r}" + (f" (path {t.path!r})" if t.path else "")
+    return f"tuning.path = {t.path!r}" if t.path else "the public mnist1d draw"
+
+
+def check_public_set(cfg: Config, public, private, *, same_classes: bool = True) -> None:
     """UsageError unless the public tuning set is of the private set's task and shares no example with it:
     the same input shape and class count, and no input row (train or test) in common with the private
     training or test set, equal or nearly (rows rounded to NEAR × the private test set's RMS value on two
-    offset grids, then 16-byte digests; sources larger than memory are read in slices)."""
+    offset grids, then 16-byte digests; sources larger than memory are read in slices).
+    same_classes=False (pretraining: its head is replaced, [init] head): another class count is allowed."""
 
-    where = f"tuning.path = {cfg.tuning.path!r}" if cfg.tuning.path else "the public mnist1d draw"
+    where = public_name(cfg)
     if public.input_shape != private.input_shape:
         raise UsageError(f"{where} is not allowed: its examples have shape {public.input_shape}, the private set's "
                          f"{private.input_shape}; public tuning data must be of the same task")
-    if public.num_classes != private.num_classes:
+    if same_classes and public.num_classes != private.num_classes:
         raise UsageError(f"{where} is not allowed: it has {public.num_classes} classes, the private set "
                          f"{private.num_classes}; public tuning data must be of the same task")
     grid = NEAR * _scale(private)
@@ -139,6 +198,7 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     """
     check(cfg)
     n = target.dataset_size
+    cfg = absolute_paths(cfg)
     if cfg.tuning.data == "private":
         return Tuning("private", f"the private training set ({n} examples)", cfg, n, n, proxy_data=private)
     if load is None:
@@ -155,7 +215,9 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     # private N: the proxies' own ε guarantees nothing, so δ ≥ 1/N_pub is no refusal there).
     proxy_cfg = public_cfg.with_overrides({"privacy.sigma": target.sigma * n / n_pub, "privacy.delta": target.delta,
                                            "privacy.allow_large_delta": True})
-    source = (f"public data: {cfg.tuning.path} ({n_pub} examples)" if cfg.tuning.path
+    t = cfg.tuning
+    source = (f"public data: {t.dataset if is_import_path(t.dataset) else t.path} ({n_pub} examples)"
+              if t.path or t.dataset
               else f"public data: an independent mnist1d draw (data.seed = {public_cfg.data.seed}, {n_pub} examples)")
     return Tuning("public", source, proxy_cfg, n, n_pub, proxy_data=public)
 
@@ -175,8 +237,8 @@ def for_config(cfg: Config, private=None) -> Tuning:
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train
-        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)", cfg, n, n,
-                      proxy_data=private)
+        return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)",
+                      absolute_paths(cfg), n, n, proxy_data=private)
     return resolve(cfg, run.plan, private=private)
 
 
