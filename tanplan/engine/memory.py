@@ -23,7 +23,7 @@ def check_batches_fit(cfg, plan, dataset) -> None:
     """UsageError (one line, public figures only) unless two padded training batches, one chunk's AugMult
     views and one evaluation batch of dataset's rows fit in the memory available now."""
     values = int(np.prod(dataset.input_shape, dtype=np.int64))
-    stored = np.dtype(getattr(dataset.x_train, "row_dtype", np.float32)).itemsize  # uint8 pixels: 1 byte
+    stored = np.dtype(getattr(dataset.train, "row_dtype", np.float32)).itemsize  # uint8 pixels: 1 byte
     layout = sampling.batch_layout(dataset.num_train, plan.q, cfg.train.physical_batch_size)
     share = -(-layout.capacity // jax.process_count())  # this host's rows of the padded batch
     # the padded batch and the next one's read, one chunk's AugMult views (K per row) and an evaluation batch

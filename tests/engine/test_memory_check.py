@@ -18,7 +18,7 @@ N, B, PHYSICAL = 100_000, 4096, 64
 
 def _run(row_dtype):
     rows = SimpleNamespace(row_dtype=np.dtype(row_dtype)) if row_dtype else np.zeros((1, 1), np.float32)
-    dataset = SimpleNamespace(input_shape=SHAPE, x_train=rows, num_train=N, num_test=1000)
+    dataset = SimpleNamespace(input_shape=SHAPE, train=rows, num_train=N, num_test=1000)
     cfg = SimpleNamespace(train=SimpleNamespace(physical_batch_size=PHYSICAL, eval_batch_size=256),
                           data=SimpleNamespace(aug_mult=1))
     return cfg, SimpleNamespace(q=B / N, batch_size=B), dataset
