@@ -10,7 +10,7 @@ from tanplan import api
 from tanplan.commands._args import positive_int, print_json, print_table
 from tanplan.errors import PrivacyViolation
 from tanplan.outcomes.audit import AuditResult
-from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
+from tanplan.workflow.audit import CANARY_KINDS, DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
 
 HELP = ("audit a run's privacy empirically: train it with gradient canaries, bound ε from below (one-run audit) and "
         "compare with the ε it claims (exit 5 when the bound exceeds it)")
@@ -33,6 +33,9 @@ def configure(parser) -> None:
     parser.add_argument("--canaries", type=positive_int, default=DEFAULT_CANARIES, metavar="M",
                         help=f"gradient canaries, each held in by a secret fair coin (default {DEFAULT_CANARIES}; "
                              "more give a tighter bound, up to a ceiling: docs/privacy.md)")
+    parser.add_argument("--canary-kind", choices=CANARY_KINDS, default="gradient",
+                        help="gradient: vectors of norm C added after clipping (default); input: crafted examples "
+                             "clipped with the batch, which also see a break in clipping or in augmentation keys")
     parser.add_argument("--proxy-batch-size", type=positive_int, default=None, metavar="B'",
                         help="audit the proxy (B', σ·B'/B, S) instead of the target; its own ε is the claim")
     parser.add_argument("--confidence", type=_confidence, default=DEFAULT_CONFIDENCE, metavar="P",
@@ -48,7 +51,7 @@ def execute(args) -> int:
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), canary_kind=args.canary_kind)
     if args.json:
         print_json(result.to_dict())
     else:
@@ -72,8 +75,12 @@ def _rows(result: AuditResult, out: str | None) -> list[tuple[str, str]]:
                                                         f"[{result.lower_bound:.4g}, ∞)"),
             ("bound / claim", f"{result.ratio:.3g} (claim: {result.claimed_accountant.upper()}, "
                               f"{result.claimed_epsilon:.4g})"),
-            ("canaries", f"{result.canaries} ({result.held_in} held in); top {result.guesses} guessed in, "
-                         f"{result.correct_guesses} right; AUROC {result.auroc:.3f}"),
+            (f"f-DP estimate ({result.confidence:.0%})", f"ε ≥ {result.fdp_estimate:.4g} if μ-GDP; ratio "
+                                                           f"{result.fdp_ratio:.3g}"),
+            ("ceiling (M canaries)", f"{result.ceiling:.4g} (bound), {result.fdp_ceiling:.4g} (f-DP)"),
+            ("canaries", f"{result.canaries} ({result.held_in} held in); top {result.guessed_in} guessed in, "
+                         f"bottom {result.guessed_out} out, {result.correct_guesses} of {result.guesses} right; "
+                         f"AUROC {result.auroc:.3f}"),
             ("run", f"{'proxy ' if result.proxy else ''}B = {result.batch_size}, S = {result.steps}, "
                     f"σ = {result.sigma:.4g}, N = {result.dataset_size}"),
             ("verdict", result.verdict),
