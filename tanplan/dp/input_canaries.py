@@ -87,10 +87,18 @@ def draw(design: InputDesign, input_shape: tuple, num_classes: int, dataset_size
     return InputArrays(x, y, (dataset_size + np.arange(m)).astype(np.int32), held_in)
 
 
-def canary_batch(inputs: dict, joined) -> dict:
-    """The canaries as one chunk of a padded batch: every canary a row, the mask its joining this step."""
-    return {"x": inputs["canary_x"][None], "y": inputs["canary_y"][None], "index": inputs["canary_index"][None],
-            "mask": joined[None]}
+def canary_batch(inputs: dict, joined, rows: int) -> dict:
+    """The canaries as chunks of `rows` rows of a padded batch (the step's own chunk size, so that they cost
+    the memory its chunks do): every canary a row, the mask its joining this step, padding rows masked."""
+    m = joined.shape[0]
+    pad = -m % rows
+
+    def chunked(a):
+        a = jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), a.dtype)]) if pad else a
+        return a.reshape(((m + pad) // rows, rows, *a.shape[1:]))
+
+    return {"x": chunked(inputs["canary_x"]), "y": chunked(inputs["canary_y"]),
+            "index": chunked(inputs["canary_index"]), "mask": chunked(joined)}
 
 
 def clipped_gradients(grad_sum: Callable, params, inputs: dict, aug_key) -> jax.Array:
@@ -109,7 +117,7 @@ def augmult_keys(inputs: dict, aug_key) -> jax.Array:
     return dp_step.example_keys({"index": inputs["canary_index"]}, aug_key)
 
 
-def observe(noisy_sum, real_sum, gradients, clip_norm: float):
+def observe(noisy_sum, real_sum, gradients, clip_norm: float):  # gradients: (M, d), M·d numbers a step
     """(M,) x_tj = ⟨noisy sum − the real rows' clipped sum, u_j⟩ / C, u_j = canary j's clipped gradient / its
     norm (0 when it has none): ‖clip_C(g_j)‖/C ≤ 1 when j joined, plus N(0, σ²), plus the other joined
     canaries' projections (module docstring)."""
@@ -128,8 +136,8 @@ def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: InputDesign)
     def noisy_sum(params, batch, noise_key, aug_key, inputs):
         real, loss_sum, acc_sum, count = dp_step.accumulate(grad_sum, params, batch,
                                                             dp_step.example_keys(batch, aug_key))
-        joined = inputs["chosen"] & inputs["held_in"]
-        canaries, *_ = dp_step.accumulate(grad_sum, params, canary_batch(inputs, joined), augmult_keys(inputs, aug_key)[None])
+        chunks = canary_batch(inputs, inputs["chosen"] & inputs["held_in"], batch["mask"].shape[1])
+        canaries, *_ = dp_step.accumulate(grad_sum, params, chunks, dp_step.example_keys(chunks, aug_key))
         real = jax.tree.map(lambda g: g.astype(jnp.promote_types(g.dtype, jnp.float32)), real)
         grads = jax.tree.map(lambda a, b: a + b.astype(a.dtype), real, canaries)  # one batch: real rows + canaries
         if noise_std > 0:
