@@ -26,7 +26,7 @@ reads is the noise, the coins or the canaries' own draws.
 Only the audit passes canaries to the engine; a run with canaries is not a private release (its summary and
 model card say so).
 
-    >>> arrays = draw(InputDesign(count=3, clip_norm=1.0), (5,), num_classes=4, dataset_size=100,
+    >>> arrays = draw(InputDesign(count=3, clip_norm=1.0, rate=0.1), (5,), num_classes=4, dataset_size=100,
     ...               rng=np.random.default_rng(0))
     >>> arrays.x.shape, arrays.index.tolist(), bool(((0 <= arrays.y) & (arrays.y < 4)).all())
     ((3, 5), [100, 101, 102], True)
@@ -57,6 +57,7 @@ class InputDesign:
 
     count: int
     clip_norm: float
+    rate: float  # q: each canary's chance to be drawn at a step (the run's Poisson rate)
 
     def coordinates(self) -> None:
         """Input canaries own no coordinates of their own (gradient canaries own `block` each)."""
@@ -117,15 +118,18 @@ def augmult_keys(inputs: dict, aug_key) -> jax.Array:
     return dp_step.example_keys({"index": inputs["canary_index"]}, aug_key)
 
 
-def observe(noisy_sum, real_sum, gradients, clip_norm: float):  # gradients: (M, d), M·d numbers a step
+def observe(noisy_sum, real_sum, gradients, clip_norm: float, rate: float):  # gradients: (M, d) a step
     """(M,) x_tj = ⟨noisy sum − the real rows' clipped sum, u_j⟩ / C, u_j = canary j's clipped gradient / its
     norm (0 when it has none): ‖clip_C(g_j)‖/C ≤ 1 when j joined, plus N(0, σ²), plus the other joined
-    canaries' projections (module docstring)."""
+    canaries' projections (module docstring), less what those are expected to be, (q/2)·Σ_{k≠j} ⟨c_k, u_j⟩/C
+    (fair coins, rate q: a function of every canary alike, never of the coins), so that a canary whose
+    gradient leans on the others' does not score high for it."""
     noisy, _ = ravel_pytree(noisy_sum)
     real, _ = ravel_pytree(real_sum)
     norms = jnp.linalg.norm(gradients, axis=1)
     directions = gradients / jnp.maximum(norms, 1e-12)[:, None]
-    return directions @ (noisy - real).astype(directions.dtype) / clip_norm
+    others = directions @ jnp.sum(gradients, axis=0) - norms  # Σ_{k≠j} ⟨c_k, u_j⟩
+    return (directions @ (noisy - real).astype(directions.dtype) - rate / 2 * others) / clip_norm
 
 
 def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: InputDesign):
@@ -145,7 +149,7 @@ def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: InputDesign)
         n = jnp.maximum(count, 1.0)
         gradients = clipped_gradients(grad_sum, params, inputs, aug_key)
         return grads, {"loss": loss_sum / n, "accuracy": acc_sum / n, "batch_size": count,
-                       OBSERVATION: observe(grads, real, gradients, design.clip_norm)}
+                       OBSERVATION: observe(grads, real, gradients, design.clip_norm, design.rate)}
 
     return noisy_sum
 
@@ -183,7 +187,7 @@ def wrap(mechanism: Mechanism, count: int, input_shape: tuple, num_classes: int)
     non-private or masked mechanism."""
     if mechanism.sensitivity is None or mechanism.clipped_sum is None:
         raise ValueError("input canaries need a private run's dense clipped sum (not the masked step of pruning)")
-    design = InputDesign(count, float(mechanism.sensitivity))
+    design = InputDesign(count, float(mechanism.sensitivity), float(mechanism.q))
     arrays = draw(design, tuple(input_shape), num_classes, mechanism.plan.dataset_size,
                   mechanism.secret.batch_rng(CANARY, 0))
     return InputAudited(mechanism, design, arrays)

@@ -18,7 +18,7 @@ def _logits(params, x):
 
 
 def _arrays(count=40, seed=1):
-    return input_canaries.draw(input_canaries.InputDesign(count, C), (6,), 4, 1000, np.random.default_rng(seed))
+    return input_canaries.draw(input_canaries.InputDesign(count, C, 0.0), (6,), 4, 1000, np.random.default_rng(seed))
 
 
 def _step(clip_norm, chosen, arrays, noise_std=0.0):
@@ -27,7 +27,7 @@ def _step(clip_norm, chosen, arrays, noise_std=0.0):
     rng = np.random.default_rng(2)
     batch = {"x": jnp.asarray(rng.normal(size=(1, 8, 6)), jnp.float32), "y": jnp.asarray(rng.integers(0, 4, (1, 8))),
              "mask": jnp.ones((1, 8), bool), "index": jnp.arange(8, dtype=jnp.int32)[None]}
-    noisy_sum = input_canaries.audited_noisy_sum(grad_sum, noise_std, input_canaries.InputDesign(arrays.x.shape[0], C))
+    noisy_sum = input_canaries.audited_noisy_sum(grad_sum, noise_std, input_canaries.InputDesign(arrays.x.shape[0], C, 0.0))
     inputs = {**arrays.step_inputs(), "chosen": jnp.asarray(chosen)}
     grads, stats = noisy_sum(PARAMS, batch, jax.random.key(3), jax.random.key(4), inputs)
     joined_none = {**inputs, "chosen": jnp.zeros_like(inputs["chosen"])}
@@ -78,3 +78,17 @@ def test_with_noise_a_held_out_canary_reads_the_noise_along_its_own_clipped_grad
     units = gradients / np.linalg.norm(gradients, axis=1, keepdims=True)
     assert np.allclose(observed, units @ np.asarray(noisy - real) / C, atol=1e-4)
     assert 1.3 < np.std(observed) < 2.7  # σ = 2 along every direction (one draw, 28 coordinates)
+
+
+def test_the_reading_is_less_the_overlap_the_other_canaries_are_expected_to_add():
+    """At rate q, half the canaries held in: Σ_{k≠j} ⟨c_k, u_j⟩ is expected to add (q/2)·that to canary j's
+    reading; it is taken off, from every canary's gradient alike (the coins are not used)."""
+    rng = np.random.default_rng(7)
+    gradients = jnp.asarray(rng.normal(size=(5, 9)), jnp.float32)
+    released, real = {"w": jnp.asarray(rng.normal(size=9), jnp.float32)}, {"w": jnp.zeros(9)}
+    g = np.asarray(gradients, np.float64)
+    units = g / np.linalg.norm(g, axis=1, keepdims=True)
+    others = np.array([units[j] @ np.delete(g, j, axis=0).sum(0) for j in range(5)])
+    expected = (units @ np.asarray(released["w"]) - 0.3 / 2 * others) / C
+    got = input_canaries.observe(released, real, gradients, C, rate=0.3)
+    assert np.allclose(np.asarray(got), expected, atol=1e-4)
