@@ -21,7 +21,8 @@ mechanism that is ‖clip_C(g_j)‖/C ≤ 1 when j joined the step, plus N(0, σ
 projections on u_j. The auditor knows the parameters (white box), the canaries, the real examples of each
 batch and their views: DP-SGD's add/remove guarantee for canary j holds for every fixed value of the other
 examples' Poisson draws and of the views (tanplan.dp.mechanism), so it binds this auditor too; what it never
-reads is the noise, the coins or the canaries' own draws.
+reads is the noise, the coins or the canaries' own draws. (The auditor then centres the readings per label
+at each step, tanplan.workflow.audit_stats.centred_by_group: canaries of one label overlap most.)
 
 Only the audit passes canaries to the engine; a run with canaries is not a private release (its summary and
 model card say so).

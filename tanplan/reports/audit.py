@@ -40,7 +40,8 @@ def figure_scores(result: AuditResult, scores_in, scores_out, sums_in, sums_out,
         grid = np.linspace(bins[0], bins[-1], 200)
         right.plot(grid, np.exp(-0.5 * (grid / spread) ** 2) / (spread * math.sqrt(2 * math.pi)), "k-", lw=1,
                    label=f"N(0, S·σ²): noise alone (σ = {result.sigma:.3g})")
-        right.set(xlabel="Σ_t ⟨noisy sum_t − shadow sum_t, c_j⟩ / C²", ylabel="density",
+        right.set(xlabel="Σ_t ⟨noisy sum_t − shadow sum_t, c_j⟩ / C²" if result.canary_kind == "gradient" else
+                  "Σ_t ⟨noisy sum_t − real rows' sum_t, u_jt⟩ / C, less its label's mean", ylabel="density",
                   title=f"{result.canaries} canaries, S = {result.steps}, q = "
                         f"{result.batch_size / result.dataset_size:.3g}")
         right.legend(fontsize=8)

@@ -58,7 +58,7 @@ from tanplan.outcomes.audit import Assessment, AuditResult, Claim
 from tanplan.outcomes.fields import fields_of
 from tanplan.reports.audit import write_audit
 from tanplan.workflow.audit_stats import (EXACT, FDP, PLAN_SHARE, Bound, Guesses, bound_from_guesses, ceiling,
-                                          likelihood_ratio_scores, planned_guesses)
+                                          centred_by_group, likelihood_ratio_scores, planned_guesses)
 
 DEFAULT_CANARIES = 1000
 DEFAULT_CONFIDENCE = 0.95
@@ -69,7 +69,8 @@ _BOUNDS = ("likelihood-ratio scores; jax-privacy's CanaryScoreAuditor: the ε-ba
            "scores in and the lowest out, abstaining on the middle, as planned from the claimed mechanism before "
            "the scores are seen, or on every canary (a weighted union bound over the two)")
 METHOD = {"gradient": f"one-run, white-box, gradient canaries added after clipping; {_BOUNDS}",
-          "input": f"one-run, white-box, input-space canaries (crafted examples) clipped with the batch; {_BOUNDS}"}
+          "input": ("one-run, white-box, input-space canaries (crafted examples) clipped with the batch, readings "
+                    f"centred per label at each step; {_BOUNDS}")}
 CANARY_KINDS = tuple(METHOD)
 
 
@@ -198,7 +199,8 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
                                  canary_kind=kind)
     record = records[0]
     q = summary.batch_size / summary.dataset_size
-    scores = likelihood_ratio_scores(record.observations, q, summary.sigma)
+    readings = record.observations if kind == "gradient" else centred_by_group(record.observations, record.arrays.y)
+    scores = likelihood_ratio_scores(readings, q, summary.sigma)
     held_in = record.arrays.held_in
     if held_in.all() or not held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
         raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
@@ -217,7 +219,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
                          wall_seconds=time.perf_counter() - started,
                          run_folder=str(workdir) if workdir is not None else None)
     if out is not None:
-        sums = record.observations.sum(axis=0)
+        sums = readings.sum(axis=0)
         for path in write_audit(result, scores[held_in], scores[~held_in], sums[held_in], sums[~held_in], out):
             log(f"tanplan: wrote {path}")
     return result
