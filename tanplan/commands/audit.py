@@ -1,5 +1,5 @@
-"""`tanplan audit --config FILE [--canaries M] [--proxy-batch-size B'] [--out DIR] [--json]`: train the run the
-config describes with M gradient canaries and bound its ε from below (tanplan.workflow.audit)."""
+"""`tanplan audit --config FILE [--canaries M] [--canary-kind gradient|input] [--proxy-batch-size B'] [--out DIR] [--json]`:
+train the run the config describes with M canaries and bound its ε from below (tanplan.workflow.audit)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import sys
 
 from tanplan import api
 from tanplan.commands._args import positive_int, print_json, print_table
-from tanplan.errors import PrivacyViolation
+from tanplan.commands.audit_final import execute_final
+from tanplan.errors import PrivacyViolation, UsageError
 from tanplan.outcomes.audit import AuditResult
+from tanplan.outcomes.final_audit import CANARY_KINDS as FINAL_KINDS
+from tanplan.outcomes.final_audit import DEFAULT_KIND
 from tanplan.workflow.audit import CANARY_KINDS, DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
 
 HELP = ("audit a run's privacy empirically: train it with gradient canaries, bound ε from below (one-run audit) and "
@@ -33,9 +36,6 @@ def configure(parser) -> None:
     parser.add_argument("--canaries", type=positive_int, default=DEFAULT_CANARIES, metavar="M",
                         help=f"gradient canaries, each held in by a secret fair coin (default {DEFAULT_CANARIES}; "
                              "more give a tighter bound, up to a ceiling: docs/privacy.md)")
-    parser.add_argument("--canary-kind", choices=CANARY_KINDS, default="gradient",
-                        help="gradient: vectors of norm C added after clipping (default); input: crafted examples "
-                             "clipped with the batch, which also see a break in clipping or in augmentation keys")
     parser.add_argument("--proxy-batch-size", type=positive_int, default=None, metavar="B'",
                         help="audit the proxy (B', σ·B'/B, S) instead of the target; its own ε is the claim")
     parser.add_argument("--confidence", type=_confidence, default=DEFAULT_CONFIDENCE, metavar="P",
@@ -45,13 +45,29 @@ def configure(parser) -> None:
                              "canary_scores.png")
     parser.add_argument("--json", action="store_true", help="print audit.json's content as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--final-model", action="store_true",
+                        help="the black-box audit instead: M input canaries, each trained in by a secret fair coin, "
+                             "scored on the released model only (writes final_audit.json, final_audit.md)")
+    parser.add_argument("--canary-kind", choices=(*CANARY_KINDS, *FINAL_KINDS), default=None,
+                        help="white-box: gradient (vectors of norm C added after clipping; the default) or input "
+                             "(crafted examples clipped with the batch, which also see a break in clipping); with "
+                             "--final-model: mislabelled training examples or crafted out-of-distribution inputs "
+                             f"(default {DEFAULT_KIND})")
 
 
 def execute(args) -> int:
+    if args.final_model:
+        if args.canary_kind in CANARY_KINDS:
+            raise UsageError(f"--canary-kind {args.canary_kind} is allowed only without --final-model: with it, "
+                             f"use one of {', '.join(FINAL_KINDS)}")
+        return execute_final(args)
+    if args.canary_kind in FINAL_KINDS:
+        raise UsageError(f"--canary-kind {args.canary_kind} is allowed only with --final-model: the white-box "
+                         f"audit's canaries are {' or '.join(CANARY_KINDS)}")
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,
-                       log=lambda line: print(line, file=sys.stderr), canary_kind=args.canary_kind)
+                       log=lambda line: print(line, file=sys.stderr), canary_kind=args.canary_kind or "gradient")
     if args.json:
         print_json(result.to_dict())
     else:

@@ -18,13 +18,14 @@ from tanplan.outcomes.run_summary import Init, Layout, RunSummary
 from tanplan.provenance import Environment
 
 
-def close_run(s: Session, *, started: float, backend: str, env: Environment, canaries: int) -> RunSummary:
+def close_run(s: Session, *, started: float, backend: str, env: Environment, canaries: int,
+              audit_data: bool = False) -> RunSummary:
     """Evaluate what a run resumed at its end saved, close the tracker, build the summary (with AugTest
     and the model when the run finished) and write ledger.json and summary.json."""
     if not s.history and not s.interrupted and s.diverged_at is None:  # resumed at the end: evaluate what was saved
         s.history.append(s.evaluate(s.ledger.steps))
     s.tracker.close()  # (left open by an error: its writes are flushed, TensorBoard's thread is a daemon)
-    summary = run_summary(s, started=started, backend=backend, env=env, canaries=canaries)
+    summary = run_summary(s, started=started, backend=backend, env=env, canaries=canaries, audit_data=audit_data)
     if s.diverged_at is None and not s.interrupted:
         run = s.run
         augtest = evaluation.evaluate_augtest(s.cfg, run.logits_fn, s.released_params(), run.dataset, run.augment,
@@ -41,7 +42,8 @@ def run_is_target(s: Session) -> bool:
     return s.run.plan.target is None
 
 
-def run_summary(s: Session, *, started: float, backend: str, env: Environment, canaries: int) -> RunSummary:
+def run_summary(s: Session, *, started: float, backend: str, env: Environment, canaries: int,
+                audit_data: bool = False) -> RunSummary:
     """The RunSummary of the session's run: its last evaluation, its ledger's figures, its plan, how it ran."""
     plan, ledger, final = s.run.plan, s.ledger, (s.history[-1] if s.history else {})
     # PLD at a proxy's small σ takes minutes (or cannot run), and a proxy's own ε guarantees nothing: RDP.
@@ -68,7 +70,8 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, c
         diverged_at_step=s.diverged_at, interrupted=s.interrupted,
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
-        audit_canaries=canaries or None, private_release=False if canaries else None, init=init_of(s.run))
+        audit_canaries=canaries or None, private_release=False if canaries or audit_data else None,
+        init=init_of(s.run))
 
 
 def init_of(run) -> Init | None:
@@ -94,6 +97,8 @@ def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
             "epsilon_neighbouring": summary.epsilon_neighbouring, "delta": summary.delta,
             "noise_secret": summary.noise_secret,
             "test_accuracy": summary.test_accuracy}
-    if summary.audit_canaries:  # the audit's run: trained with canaries, for the audit only
-        card |= {"audit_canaries": summary.audit_canaries, "private_release": False}
+    if summary.private_release is False:  # an audit's run: trained with canaries, for the audit only
+        card |= {"private_release": False}
+    if summary.audit_canaries:
+        card |= {"audit_canaries": summary.audit_canaries}
     return card
