@@ -242,7 +242,8 @@ def _keyed_step(inner: Callable, *, masked: bool, inputs: Callable = lambda batc
 
     def step(state, batch, roots, audit=None):
         batch = inputs(batch)
-        audit = audit if audit is None else {**audit, "shadow": inputs(audit["shadow"])}
+        if audit is not None and "shadow" in audit:  # gradient canaries' shadow batch (input canaries have none)
+            audit = {**audit, "shadow": inputs(audit["shadow"])}
         noise_key, aug_key, public_key = (
             jax.random.fold_in(jax.random.wrap_key_data(roots[name], impl="threefry2x32"), state.step)
             for name in ("noise", "augment", "public"))
