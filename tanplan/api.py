@@ -536,10 +536,11 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
 @_typed
 def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
-          progress: bool = False, log: Callable[[str], None] = lambda line: None) -> AuditResult:
-    """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries,
-    its ε bounded from below; an AuditResult (tanplan.outcomes.audit). The caller decides what a violation
-    means (the command exits 5)."""
+          progress: bool = False, log: Callable[[str], None] = lambda line: None,
+          canary_kind: str = "gradient") -> AuditResult:
+    """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with canaries (gradient
+    ones, or input-space ones with canary_kind "input"), its ε bounded from below; an AuditResult
+    (tanplan.outcomes.audit). The caller decides what a violation means (the command exits 5)."""
     from tanplan.workflow.audit import (DEFAULT_CANARIES, DEFAULT_CONFIDENCE, check_audit,  # lazy: JAX; the planner's API imports this module
                                         check_audit_out, run_audit)
 
@@ -550,10 +551,10 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
     check_inputs(cfg)
     check_out_dir(out)
-    check_audit(cfg, canaries, confidence)
+    check_audit(cfg, canaries, confidence, canary_kind)
     check_audit_out(out)
     return run_audit(cfg, Path(out) if out is not None else None, canaries=canaries, confidence=confidence,
-                     progress=progress, log=log)
+                     progress=progress, log=log, kind=canary_kind)
 
 
 @_typed

@@ -1,5 +1,5 @@
-"""`tanplan audit --config FILE [--canaries M] [--proxy-batch-size B'] [--out DIR] [--json]`: train the run the
-config describes with M gradient canaries and bound its ε from below (tanplan.workflow.audit)."""
+"""`tanplan audit --config FILE [--canaries M] [--canary-kind gradient|input] [--proxy-batch-size B'] [--out DIR] [--json]`:
+train the run the config describes with M canaries and bound its ε from below (tanplan.workflow.audit)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from tanplan.commands._args import positive_int, print_json, print_table
 from tanplan.commands.audit_final import execute_final
 from tanplan.errors import PrivacyViolation, UsageError
 from tanplan.outcomes.audit import AuditResult
-from tanplan.outcomes.final_audit import CANARY_KINDS, DEFAULT_KIND
-from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
+from tanplan.outcomes.final_audit import CANARY_KINDS as FINAL_KINDS
+from tanplan.outcomes.final_audit import DEFAULT_KIND
+from tanplan.workflow.audit import CANARY_KINDS, DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
 
 HELP = ("audit a run's privacy empirically: train it with gradient canaries, bound ε from below (one-run audit) and "
         "compare with the ε it claims (exit 5 when the bound exceeds it)")
@@ -47,21 +48,26 @@ def configure(parser) -> None:
     parser.add_argument("--final-model", action="store_true",
                         help="the black-box audit instead: M input canaries, each trained in by a secret fair coin, "
                              "scored on the released model only (writes final_audit.json, final_audit.md)")
-    parser.add_argument("--canary-kind", choices=CANARY_KINDS, default=None,
-                        help=f"with --final-model: mislabelled training examples or crafted out-of-distribution "
-                             f"inputs (default {DEFAULT_KIND})")
+    parser.add_argument("--canary-kind", choices=(*CANARY_KINDS, *FINAL_KINDS), default=None,
+                        help="white-box: gradient (vectors of norm C added after clipping; the default) or input "
+                             "(crafted examples clipped with the batch, which also see a break in clipping); with "
+                             "--final-model: mislabelled training examples or crafted out-of-distribution inputs "
+                             f"(default {DEFAULT_KIND})")
 
 
 def execute(args) -> int:
     if args.final_model:
+        if args.canary_kind in CANARY_KINDS:
+            raise UsageError(f"--canary-kind {args.canary_kind} is allowed only without --final-model: with it, "
+                             f"use one of {', '.join(FINAL_KINDS)}")
         return execute_final(args)
-    if args.canary_kind is not None:
-        raise UsageError("--canary-kind is allowed only with --final-model: the white-box audit's canaries are "
-                         "gradients")
+    if args.canary_kind in FINAL_KINDS:
+        raise UsageError(f"--canary-kind {args.canary_kind} is allowed only with --final-model: the white-box "
+                         f"audit's canaries are {' or '.join(CANARY_KINDS)}")
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,
-                       log=lambda line: print(line, file=sys.stderr))
+                       log=lambda line: print(line, file=sys.stderr), canary_kind=args.canary_kind or "gradient")
     if args.json:
         print_json(result.to_dict())
     else:
@@ -85,8 +91,12 @@ def _rows(result: AuditResult, out: str | None) -> list[tuple[str, str]]:
                                                         f"[{result.lower_bound:.4g}, ∞)"),
             ("bound / claim", f"{result.ratio:.3g} (claim: {result.claimed_accountant.upper()}, "
                               f"{result.claimed_epsilon:.4g})"),
-            ("canaries", f"{result.canaries} ({result.held_in} held in); top {result.guesses} guessed in, "
-                         f"{result.correct_guesses} right; AUROC {result.auroc:.3f}"),
+            (f"f-DP estimate ({result.confidence:.0%})", f"ε ≥ {result.fdp_estimate:.4g} if μ-GDP; ratio "
+                                                           f"{result.fdp_ratio:.3g}"),
+            ("ceiling (M canaries)", f"{result.ceiling:.4g} (bound), {result.fdp_ceiling:.4g} (f-DP)"),
+            ("canaries", f"{result.canaries} ({result.held_in} held in); top {result.guessed_in} guessed in, "
+                         f"bottom {result.guessed_out} out, {result.correct_guesses} of {result.guesses} right; "
+                         f"AUROC {result.auroc:.3f}"),
             ("run", f"{'proxy ' if result.proxy else ''}B = {result.batch_size}, S = {result.steps}, "
                     f"σ = {result.sigma:.4g}, N = {result.dataset_size}"),
             ("verdict", result.verdict),

@@ -52,6 +52,10 @@ class CanaryDesign:
     block: int
     clip_norm: float
 
+    def coordinates(self) -> int:
+        """The coordinates each canary owns (b)."""
+        return self.block
+
 
 def design_for(count: int, num_params: int, clip_norm: float) -> CanaryDesign:
     """M canaries spread over at most MAX_COORDINATES of the num_params coordinates (b ≥ 1 each).

@@ -75,7 +75,8 @@ STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
 def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
                        progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
                        backend: str = "local", writers: Iterable[tracking.Writer] = (), canaries: int = 0,
-                       on_canaries: Callable[[CanaryRecord], None] | None = None, dataset=None) -> RunSummary:
+                       on_canaries: Callable[[CanaryRecord], None] | None = None, dataset=None,
+                       canary_kind: str = "gradient") -> RunSummary:
     """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its RunSummary.
 
     Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
@@ -86,7 +87,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     RunInterrupted; whatever stops it after steps ran, ledger.json counts every one of them first.
 
     canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): that many
-    gradient canaries wrap the run's mechanism (tanplan.dp.canaries); summary.json and the model card say so
+    gradient canaries wrap the run's mechanism (tanplan.dp.canaries; canary_kind "input": crafted examples
+    clipped with the batch, tanplan.dp.input_canaries); summary.json and the model card say so
     (audit_canaries, private_release false), and on_canaries receives the CanaryRecord (the secret draw and
     what each step released on the canaries) once the run finished: it is never written, never in the summary.
     dataset: a tanplan.data Dataset to train on in place of cfg.data's (tanplan.workflow.final_audit passes its
@@ -110,7 +112,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
         if secret.reproducible and cfg.privacy.private:
             say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
-        run = setup.build(cfg, secret, prepared, canaries=canaries)
+        run = setup.build(cfg, secret, prepared, canaries=canaries, canary_kind=canary_kind)
         say_once(run.route_note, say)  # a plugged-in model's gradient route
         env = environment(run.mesh.devices.flat)
         s = _resume_or_start(cfg, run, folder, backend, env, say)  # (1)-(4): restore, refuse, rewrite, continue
@@ -224,7 +226,9 @@ def _step(s: Session, reader: batches.StepBatches, t: int):
     _, batch = reader.take(t, s.layout)
     if audited is None:
         return s.run.step(s.state, batch, s.roots)
-    audit = {"chosen": sharding.replicate_global(chosen, s.run.mesh), "shadow": reader.place(shadow, s.layout)}
+    audit = {"chosen": sharding.replicate_global(chosen, s.run.mesh)}
+    if len(shadow):  # gradient canaries' auditor subtracts a shadow batch; input canaries' the step's own rows
+        audit["shadow"] = reader.place(shadow, s.layout)
     state, metrics = s.run.step(s.state, batch, s.roots, audit)
     return state, audited.keep(metrics)
 

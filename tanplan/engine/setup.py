@@ -17,6 +17,7 @@ from tanplan.config import Config
 from tanplan import data as datasets
 from tanplan.data.dataset import with_train_examples
 from tanplan.dp import canaries as canary_lib
+from tanplan.dp import input_canaries
 from tanplan.dp import mechanism as dp_mechanism
 from tanplan.dp import optim, pruning, sampling, sharding
 from tanplan.dp import partition as dp_partition
@@ -151,7 +152,7 @@ class Run:
     local_mesh: Any  # this process's devices: evaluation
     prune_mask: Any = None
     pruning: Pruning | None = None  # what the summary says of the pruning and dropping
-    audited: canary_lib.Audited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
+    audited: canary_lib.Audited | input_canaries.InputAudited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
     route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
     init: model_init.InitWeights | None = None  # [init]'s public weights
@@ -163,7 +164,8 @@ class Run:
         return self.mechanism.route
 
 
-def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0) -> Run:
+def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: int = 0,
+          canary_kind: str = "gradient") -> Run:
     """The run of cfg (`prepare`d, unless given) with its secret: its mechanism and the jitted step.
 
     Randomness: experiment.seed (public) draws the initial weights, AugTest's views of the test set and
@@ -175,7 +177,8 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
     detects divergence from them, never from the noiseless loss of the private batch.
     canaries > 0 (the privacy audit only, tanplan.workflow.audit): that many gradient canaries wrap the
-    mechanism (tanplan.dp.canaries.wrap, drawn from the secret), joining its clipped sum before the noise.
+    mechanism (tanplan.dp.canaries.wrap, drawn from the secret), joining its clipped sum before the noise;
+    canary_kind "input": that many crafted examples instead, clipped with the batch (tanplan.dp.input_canaries).
     """
     p = prepared or prepare(cfg)
     dataset, plan, params = p.dataset, p.plan, p.params
@@ -194,7 +197,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         grad_sum, route = _grad_sum(cfg, p, params)
         mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
         trainable = dp_partition.trainable_of(p.partition, params)
-        audited = canary_lib.wrap(mech, canaries, trainable) if canaries else None
+        audited = _audited(mech, canaries, canary_kind, trainable, dataset) if canaries else None
         inner = dp_step.train_step((audited or mech).noisy_sum(), optimizer, expected_batch_size=float(plan.batch_size),
                                    ema_decay=cfg.train.ema_decay, partition=p.partition)
     roots = {**mech.key_data(), "public": np.asarray(jax.random.key_data(p.public_root))}
@@ -209,6 +212,13 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
                route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None,
                init=p.init, partition=p.partition)
+
+
+def _audited(mech, canaries: int, kind: str, trainable, dataset):
+    """The audit's canaries around the mechanism: gradient canaries, or input-space ones (crafted examples)."""
+    if kind == "input":
+        return input_canaries.wrap(mech, canaries, dataset.input_shape, dataset.num_classes)
+    return canary_lib.wrap(mech, canaries, trainable)
 
 
 def public_inputs(run: Run) -> dict | None:
@@ -232,7 +242,8 @@ def _keyed_step(inner: Callable, *, masked: bool, inputs: Callable = lambda batc
 
     def step(state, batch, roots, audit=None):
         batch = inputs(batch)
-        audit = audit if audit is None else {**audit, "shadow": inputs(audit["shadow"])}
+        if audit is not None and "shadow" in audit:  # gradient canaries' shadow batch (input canaries have none)
+            audit = {**audit, "shadow": inputs(audit["shadow"])}
         noise_key, aug_key, public_key = (
             jax.random.fold_in(jax.random.wrap_key_data(roots[name], impl="threefry2x32"), state.step)
             for name in ("noise", "augment", "public"))

@@ -38,6 +38,14 @@ class Assessment(Result):
     correct_guesses: int
     ratio: float  # lower_bound / claimed_epsilon
     auroc: float  # of the scores, held in against held out (0.5: no separation)
+    guessed_in: int  # the guesses behind lower_bound: the guessed_in highest scores held in,
+    guessed_out: int  # the guessed_out lowest held out, abstaining on the rest
+    fdp_estimate: float  # the f-DP (μ-GDP) one-run estimate of ε at δ (tanplan.workflow.audit_stats)
+    fdp_ratio: float  # fdp_estimate / claimed_epsilon
+    fdp_guesses: int
+    fdp_correct_guesses: int
+    ceiling: float  # the largest lower_bound these canaries allow: every one guessed, every guess right
+    fdp_ceiling: float  # the same for the f-DP estimate
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,10 +64,18 @@ class AuditResult(Result):
     guesses: int
     correct_guesses: int
     auroc: float
+    guessed_in: int
+    guessed_out: int
+    fdp_estimate: float
+    fdp_ratio: float
+    fdp_guesses: int
+    fdp_correct_guesses: int
+    ceiling: float
+    fdp_ceiling: float
     canaries: int
     held_in: int
     held_out: int
-    canary_coordinates: int  # b: the coordinates of each canary
+    canary_coordinates: int | None  # b: the coordinates of each gradient canary (None: input canaries)
     dataset_size: int
     batch_size: int
     steps: int
@@ -68,5 +84,6 @@ class AuditResult(Result):
     proxy: bool
     wall_seconds: float
     run_folder: str | None
+    canary_kind: str = "gradient"  # gradient (added after clipping) | input (crafted examples, clipped with the batch)
     note: str = ("The audited run trained canaries: its model and metrics are NOT a private release. The bound is a "
                  "lower bound: above the claim it refutes it at the stated confidence; below it, it proves nothing.")

@@ -27,11 +27,13 @@ update of plain SGD), shadow removed. At small σ (proxies, small batches) it is
 because the privacy loss of a subsampled Gaussian comes from the few steps that hold the example. Any score
 is valid: it reads the released sums, the training set and public values, never the coins.
 
-The bound (`one_run_bound`): jax-privacy's CanaryScoreAuditor.epsilon_one_run (Steinke et al.'s p-value, at
-the run's δ) for the guesses "the k highest scores are held in", for a few numbers of guesses k fixed in
-advance (GUESS_FRACTIONS of M); a union bound over them (significance (1 − confidence)/their number) keeps the
-stated confidence. jax-privacy's default, a Bonferroni correction over every threshold, pays for M thresholds
-instead, and its bounds are looser from M ≈ 1000 on.
+The bounds (`assess`, tanplan.workflow.audit_stats): jax-privacy's CanaryScoreAuditor gives the ε-based
+bound of Steinke et al. (valid for any (ε, δ)-DP mechanism: the verdict rests on it) and the f-DP estimate of
+Mahloujifar et al. (ICML 2025: the largest μ-GDP curve the guesses refute, tighter, exact for a Gaussian
+trade-off curve, shown beside it). The guesses: the k_in highest scores "held in", the k_out lowest "held
+out", no guess on the middle, with (k_in, k_out) planned from the claimed mechanism's public (q, σ, S)
+before the scores are seen, and "every canary" tried beside it (a union bound over the two keeps the
+stated confidence). The ceiling is what perfect guesses on every canary would prove at that count.
 
 What it cannot show: the bound is a LOWER bound, evidence of a violation when above the claim, never a proof of
 privacy when below; a one-run audit is loose (with 1000 canaries it stays well below the ε of an exact DP-SGD
@@ -45,7 +47,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,40 +57,38 @@ from tanplan.errors import TanplanError, UsageError
 from tanplan.outcomes.audit import Assessment, AuditResult, Claim
 from tanplan.outcomes.fields import fields_of
 from tanplan.reports.audit import write_audit
+from tanplan.workflow.audit_stats import (EXACT, FDP, PLAN_SHARE, Bound, Guesses, bound_from_guesses, ceiling,
+                                          centred_by_group, likelihood_ratio_scores, planned_guesses)
 
 DEFAULT_CANARIES = 1000
 DEFAULT_CONFIDENCE = 0.95
-GUESS_FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)  # top-k guesses, k = fraction · M
 MIN_CANARIES = 20  # below, a fair coin too often leaves one side (held in or out) nearly empty
 RUN_FOLDER = "run"  # the audited run, inside the audit's --out
+_BOUNDS = ("likelihood-ratio scores; jax-privacy's CanaryScoreAuditor: the ε-based bound (Steinke, Nasr, "
+           "Jagielski 2023; the verdict's) and the f-DP estimate (Mahloujifar et al. 2025), guessing the highest "
+           "scores in and the lowest out, abstaining on the middle, as planned from the claimed mechanism before "
+           "the scores are seen, or on every canary (a weighted union bound over the two)")
+METHOD = {"gradient": f"one-run, white-box, gradient canaries added after clipping; {_BOUNDS}",
+          "input": ("one-run, white-box, input-space canaries (crafted examples) clipped with the batch, readings "
+                    f"centred per label at each step; {_BOUNDS}")}
+CANARY_KINDS = tuple(METHOD)
 
 
-# ---------------------------------------------------------------- the statistics (pure functions)
+# ---------------------------------------------------------------- the statistics (tanplan.workflow.audit_stats)
 
-def likelihood_ratio_scores(projections: np.ndarray, q: float, sigma: float) -> np.ndarray:
-    """(M,) scores s_j = Σ_t log(1 − q + q·exp((x_tj − ½)/σ²)) of the (S, M) projections x (module docstring).
-
-    >>> s = likelihood_ratio_scores(np.array([[1.0, 0.0], [1.0, 0.0]]), q=0.5, sigma=1.0)
-    >>> bool(s[0] > 0 > s[1])
-    True
-    """
-    x = np.asarray(projections, dtype=np.float64)
-    with np.errstate(divide="ignore"):  # q = 1: log(1 − q) = −inf, and the score is the Gaussian's alone
-        return np.logaddexp(np.log1p(-q), math.log(q) + (x - 0.5) / sigma**2).sum(axis=0)
-
-
-@dataclass(frozen=True)
-class Bound:
-    """ε ≥ epsilon with the stated confidence, from the k highest scores (k = guesses, of them correct)."""
-
-    epsilon: float
-    guesses: int
-    correct: int
+def tried_guesses(m: int, q: float, sigma: float, steps: int, delta: float, confidence: float,
+                  method: str = EXACT) -> list[Guesses]:
+    """The guesses fixed before the scores are seen (audit_stats): the plan for the claimed mechanism, at
+    PLAN_SHARE of the significance, and every canary guessed (what a badly broken mechanism shows best)."""
+    significance = (1 - confidence) * PLAN_SHARE
+    plan = planned_guesses(m, q, sigma, steps, delta, significance, method)
+    return [replace(plan, share=PLAN_SHARE), Guesses(m // 2, m - m // 2, share=1 - PLAN_SHARE)]
 
 
 def one_run_bound(held_in: np.ndarray, held_out: np.ndarray, delta: float, confidence: float,
-                  fractions=GUESS_FRACTIONS) -> Bound:
-    """The one-run lower bound on ε at δ (module docstring): the best over top-k guesses, union-bounded.
+                  tried: list[Guesses] | None = None, method: str = EXACT) -> Bound:
+    """The one-run lower bound on ε at δ (audit_stats): the best over the guesses `tried` (default: a sixteenth
+    of the canaries guessed on each side, and every canary), union-bounded.
 
     >>> rng = np.random.default_rng(0)
     >>> one_run_bound(rng.normal(size=500), rng.normal(size=500), 1e-5, 0.95).epsilon
@@ -96,26 +96,26 @@ def one_run_bound(held_in: np.ndarray, held_out: np.ndarray, delta: float, confi
     >>> one_run_bound(rng.normal(8, 1, size=500), rng.normal(size=500), 1e-5, 0.95).epsilon > 2
     True
     """
+    return bound_from_guesses(held_in, held_out, tried or default_guesses(len(held_in) + len(held_out)), delta,
+                              confidence, method)
+
+
+def default_guesses(m: int) -> list[Guesses]:
+    """Guesses fixed without a claimed mechanism to plan for: a sixteenth of the canaries on each side, and all."""
+    return [Guesses(m // 16, m // 16, PLAN_SHARE), Guesses(m // 2, m - m // 2, 1 - PLAN_SHARE)]
+
+
+def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confidence: float,
+           tried: dict[str, list[Guesses]] | None = None) -> Assessment:
+    """Both bounds (each with its own guesses `tried`, fixed in advance), their ceilings, the AUROC and the
+    verdict of one audit's scores against the run's claim. The verdict rests on the ε-based bound (valid for
+    any mechanism); the f-DP estimate is shown beside it."""
     from jax_privacy import auditing  # lazy: JAX; the CLI's parser imports this module for its defaults
 
-    auditor = auditing.CanaryScoreAuditor(held_in, held_out)
-    pooled = np.sort(np.concatenate([held_in, held_out]))[::-1]
-    counts = sorted({max(1, round(f * len(pooled))) for f in fractions})
-    significance = (1 - confidence) / len(counts)
-    best = Bound(0.0, 0, 0)
-    for k in counts:
-        threshold = pooled[k - 1]  # guess "held in" for every score at or above it: the top k (more on ties)
-        eps = float(auditor.epsilon_one_run(significance, delta, threshold_strategy=auditing.Explicit(threshold)))
-        if eps > best.epsilon:
-            best = Bound(eps, int(np.sum(pooled >= threshold)), int(np.sum(held_in >= threshold)))
-    return best
-
-
-def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confidence: float) -> Assessment:
-    """Bound, AUROC and verdict of one audit's scores against the run's claim."""
-    from jax_privacy import auditing  # lazy: JAX; the CLI's parser imports this module for its defaults
-
-    bound = one_run_bound(scores_in, scores_out, claim.delta, confidence)
+    m = len(scores_in) + len(scores_out)
+    tried = tried or {EXACT: default_guesses(m), FDP: default_guesses(m)}
+    bound = one_run_bound(scores_in, scores_out, claim.delta, confidence, tried[EXACT])
+    fdp = one_run_bound(scores_in, scores_out, claim.delta, confidence, tried[FDP], FDP)
     claimed, accountant = claim.add_remove
     violated = bound.epsilon > claimed
     level = f"{confidence:.0%}"
@@ -124,15 +124,22 @@ def assess(scores_in: np.ndarray, scores_out: np.ndarray, claim: Claim, confiden
               "than accounted" if violated else
               f"the audit's {level} lower bound ε ≥ {bound.epsilon:.4g} does not exceed the claimed ε = {claimed:.4g} "
               f"({accountant.upper()}, add/remove-one, δ = {claim.delta:.3g})")
+    if not violated and fdp.epsilon > claimed:
+        reason += f"; the f-DP estimate {fdp.epsilon:.4g} does (it assumes a Gaussian trade-off curve: look closer)"
     return Assessment(verdict="violation" if violated else "consistent", reason=reason, claimed_epsilon=claimed,
                       claimed_accountant=accountant, lower_bound=bound.epsilon, guesses=bound.guesses,
                       correct_guesses=bound.correct, ratio=bound.epsilon / claimed if claimed > 0 else math.inf,
+                      fdp_estimate=fdp.epsilon, fdp_ratio=fdp.epsilon / claimed if claimed > 0 else math.inf,
+                      fdp_guesses=fdp.guesses, fdp_correct_guesses=fdp.correct,
+                      guessed_in=bound.k_in, guessed_out=bound.k_out,
+                      ceiling=ceiling(m, tried[EXACT], claim.delta, confidence),
+                      fdp_ceiling=ceiling(m, tried[FDP], claim.delta, confidence, FDP),
                       auroc=float(auditing.CanaryScoreAuditor(scores_in, scores_out).attack_auroc()))
 
 
 # ---------------------------------------------------------------- checks, then the driver
 
-def check_audit(cfg: Config, canaries: int, confidence: float) -> None:
+def check_audit(cfg: Config, canaries: int, confidence: float, kind: str = "gradient") -> None:
     """UsageError for what the audit cannot audit, before any data is read or any file written."""
     from tanplan.engine.sparsity import enabled  # lazy: JAX; the CLI's parser imports this module for its defaults
 
@@ -146,6 +153,8 @@ def check_audit(cfg: Config, canaries: int, confidence: float) -> None:
                          "coin, are held out)")
     if not 0.5 < confidence < 1:
         raise UsageError(f"--confidence {confidence:g} is not allowed: must be in (0.5, 1), e.g. 0.95")
+    if kind not in CANARY_KINDS:
+        raise UsageError(f"--canary-kind {kind!r} is not allowed: must be one of {', '.join(CANARY_KINDS)}")
 
 
 def check_audit_out(out: Path | None) -> None:
@@ -173,40 +182,44 @@ def check_canary_room(cfg: Config, canaries: int) -> None:
 
 def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES,
               confidence: float = DEFAULT_CONFIDENCE, progress: bool = True,
-              log=lambda line: print(line, file=sys.stderr)) -> AuditResult:
-    """Train cfg's run with `canaries` gradient canaries into out/run (nothing written when out is None),
-    score them, bound ε and write out/audit.json, audit.md and canary_scores.png. Checks every input first."""
+              log=lambda line: print(line, file=sys.stderr), kind: str = "gradient") -> AuditResult:
+    """Train cfg's run with `canaries` canaries of `kind` (CANARY_KINDS) into out/run (nothing written when out
+    is None), score them, bound ε and write out/audit.json, audit.md and canary_scores.png. Checks every input
+    first."""
     from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; the API (the planner's) imports this module
 
-    check_audit(cfg, canaries, confidence)
+    check_audit(cfg, canaries, confidence, kind)
     check_audit_out(out)
-    check_canary_room(cfg, canaries)
+    if kind == "gradient":
+        check_canary_room(cfg, canaries)
     started = time.perf_counter()
     workdir = out / RUN_FOLDER if out is not None else None
     records = []  # the canaries' record (their secret draw and what each step released on them): never written
-    summary = train_and_evaluate(cfg, workdir, progress=progress, canaries=canaries, on_canaries=records.append)
+    summary = train_and_evaluate(cfg, workdir, progress=progress, canaries=canaries, on_canaries=records.append,
+                                 canary_kind=kind)
     record = records[0]
     q = summary.batch_size / summary.dataset_size
-    scores = likelihood_ratio_scores(record.observations, q, summary.sigma)
+    readings = record.observations if kind == "gradient" else centred_by_group(record.observations, record.arrays.y)
+    scores = likelihood_ratio_scores(readings, q, summary.sigma)
     held_in = record.arrays.held_in
     if held_in.all() or not held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
         raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
     claim = Claim(epsilon_rdp=summary.epsilon_rdp, epsilon_pld=summary.epsilon_pld,
                   epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant,
                   delta=summary.delta)
-    figures = assess(scores[held_in], scores[~held_in], claim, confidence)
-    result = AuditResult(**fields_of(figures), claim=claim, confidence=confidence,
-                         method=("one-run (Steinke, Nasr, Jagielski 2023) with jax-privacy's CanaryScoreAuditor, "
-                                 f"white-box gradient canaries, top-k guesses for k in {len(GUESS_FRACTIONS)} "
-                                 "fractions of M, union-bounded"),
+    tried = {method: tried_guesses(canaries, q, summary.sigma, summary.steps, claim.delta, confidence, method)
+             for method in (EXACT, FDP)}
+    figures = assess(scores[held_in], scores[~held_in], claim, confidence, tried)
+    result = AuditResult(**fields_of(figures), claim=claim, confidence=confidence, method=METHOD[kind],
+                         canary_kind=kind,
                          canaries=canaries, held_in=int(held_in.sum()), held_out=int((~held_in).sum()),
-                         canary_coordinates=record.design.block, dataset_size=summary.dataset_size,
+                         canary_coordinates=record.design.coordinates(), dataset_size=summary.dataset_size,
                          batch_size=summary.batch_size, steps=summary.steps, sigma=summary.sigma,
                          clip_norm=summary.clip_norm, proxy=summary.target is not None,
                          wall_seconds=time.perf_counter() - started,
                          run_folder=str(workdir) if workdir is not None else None)
     if out is not None:
-        sums = record.observations.sum(axis=0)
+        sums = readings.sum(axis=0)
         for path in write_audit(result, scores[held_in], scores[~held_in], sums[held_in], sums[~held_in], out):
             log(f"tanplan: wrote {path}")
     return result

@@ -185,6 +185,7 @@ CASES = [
     (["audit", *TINY, "--canaries", "5"], 2, "--canaries 5 is not allowed", False),
     (["audit", *TINY, "--canaries", "0"], 2, "must be an integer >= 1", False),
     (["audit", *TINY, "--confidence", "1.5"], 2, "(0.5, 1)", False),
+    (["audit", *TINY, "--canary-kind", "pixels"], 2, "invalid choice: 'pixels'", False),
     (["audit", *TINY, "--set", "privacy.private=false"], 2, "claims no ε", False),
     (["audit", *TINY, "--set", "pruning.method=random", "--set", "pruning.rate=0.5"], 2,
      "pruning and gradient dropping are not allowed", False),

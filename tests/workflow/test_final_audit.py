@@ -16,6 +16,7 @@ from helpers import CONFIG
 from tanplan.data.dataset import Dataset
 from tanplan.privacy import accounting
 from tanplan.workflow import audit
+from tanplan.workflow.audit_stats import Guesses
 from tanplan.workflow import final_audit as fa
 
 
@@ -64,7 +65,10 @@ def test_the_bound_counts_both_sides_is_zero_without_signal_and_reaches_the_ceil
     # guesses "held out" are right, and they alone give a bound
     low = np.where(held_in | (rng.random(200) < 0.5), rng.normal(size=200), -9.0)
     bound = fa.two_sided_bound(low, held_in, 1e-5, 0.95)
-    top_only = audit.one_run_bound(low[held_in], low[~held_in], 1e-5, 0.95)  # `tanplan audit`'s guesses
+    # the top-k guesses alone, k = M/64 … M/2 union-bounded (what `tanplan audit` guessed before it too abstained
+    # on the middle and guessed the lowest scores out: tanplan.workflow.audit_stats)
+    top_k = [Guesses(round(f * 200), 0, 1 / 6) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)]
+    top_only = audit.one_run_bound(low[held_in], low[~held_in], 1e-5, 0.95, top_k)
     assert bound.epsilon > 0.5 > top_only.epsilon and bound.correct < bound.guesses, (bound, top_only)
     # the same count of right guesses by the one-run analysis directly: the bound is computed, not set
     direct = fa.one_run_epsilon(200, bound.guesses, bound.correct, (1 - 0.95) / 6, 1e-5)

@@ -1,0 +1,66 @@
+"""`tanplan audit --canary-kind input`: crafted examples clipped with the batch see a break INSIDE clipping, which
+gradient canaries (added after it) cannot. The same tiny run twice: intact (the bound stays below the claim) and
+with every example clipped to 10 C while the noise and the accountant assume C (a violation: exit 5). The break
+is injected here only, by patching the route's clipped sum for the test."""
+
+import json
+
+import pytest
+from helpers import CONFIG
+
+TINY_INPUT = ["data.num_samples=2000", "model.name=mlp", "model.width=64", "model.depth=1", "train.batch_size=64",
+              "train.steps=50", "privacy.sigma=1.8", "privacy.delta=1e-5", "train.eval_every=50",
+              "train.grad_method=vmap", "train.ema_decay=0", "privacy.noise_seed=11"]
+CANARIES = "300"
+BREAK = 10  # clipping at 10 C: measured bound 1.35 against a claim of 0.72 (intact: 0.00)
+
+
+def _audit(out):
+    """(exit code, stderr, audit.json) of `tanplan audit --canary-kind input` on the tiny run, in this process."""
+    import contextlib
+    import io
+
+    from tanplan.cli import main
+
+    argv = ["audit", "--config", CONFIG, *sum([["--set", s] for s in TINY_INPUT], []), "--canaries", CANARIES,
+            "--canary-kind", "input", "--out", str(out), "--quiet"]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(argv)
+    return code, stderr.getvalue(), json.loads((out / "audit.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def audits(tmp_path_factory):
+    """The tiny input-space audit with the engine's clipping, and with every example clipped to BREAK·C."""
+    from tanplan.engine import routes
+
+    root = tmp_path_factory.mktemp("audit_input")
+    intact = _audit(root / "intact")
+    original = routes.grad_sum_of
+
+    def broken_clipping(cfg, *args):  # the sum's sensitivity is BREAK·C; the noise still σ·C
+        return original(cfg.with_overrides({"privacy.clip_norm": BREAK * cfg.privacy.clip_norm}), *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(routes, "grad_sum_of", broken_clipping)
+        broken = _audit(root / "broken")
+    return {"intact": intact, "broken": broken}
+
+
+def test_the_intact_clipping_is_consistent_with_its_claim(audits):
+    code, stderr, result = audits["intact"]
+    assert code == 0, stderr[-2000:]
+    assert result["verdict"] == "consistent" and result["lower_bound"] < result["claimed_epsilon"]
+    assert result["canary_kind"] == "input" and result["canary_coordinates"] is None
+    assert result["canaries"] == 300 and result["held_in"] + result["held_out"] == 300
+    assert result["lower_bound"] < result["ceiling"] and result["fdp_estimate"] < result["fdp_ceiling"]
+
+
+def test_a_clipping_bound_above_c_is_a_violation_with_exit_5(audits):
+    code, stderr, result = audits["broken"]
+    assert code == 5, stderr[-2000:]
+    assert result["verdict"] == "violation" and result["lower_bound"] > result["claimed_epsilon"]
+    assert stderr.strip().splitlines()[-1].startswith("tanplan: error: privacy violation:")
+    # what was accounted is the intact run's: only the clipping that ran changed
+    assert result["claim"] == audits["intact"][2]["claim"]
