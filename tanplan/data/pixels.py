@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jax.numpy as jnp
 import numpy as np
 
 
@@ -34,8 +33,9 @@ class Pixels:
         return out
 
     def on_device(self, x):
-        """The same arithmetic on a jax array (inside a jitted step): float32 inputs of pixels x."""
-        out = jnp.asarray(x).astype(jnp.float32)
-        out = out * jnp.float32(self.scale)
-        out = out - jnp.asarray(self.mean, jnp.float32)
-        return out / jnp.asarray(self.std, jnp.float32)
+        """The same arithmetic on a jax array (inside a jitted step): float32 inputs of pixels x. Written with
+        numpy constants, which jax arrays take as operands, so that this module (and tanplan.data.memmap, the
+        planner's) imports no JAX."""
+        out = x.astype(np.float32) * np.float32(self.scale)
+        out = out - np.asarray(self.mean, np.float32)
+        return out / np.asarray(self.std, np.float32)
