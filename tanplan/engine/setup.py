@@ -152,7 +152,7 @@ class Run:
     pruning: Pruning | None = None  # what the summary says of the pruning and dropping
     audited: canary_lib.Audited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
-    route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
+    route_note: str | None = None  # which gradient route applies and why: a plugged-in model, or vmap by its cost
     init: model_init.InitWeights | None = None  # [init]'s public weights
     partition: dp_partition.Partition | None = None  # the trainable parameters (None: all): tanplan.dp.partition
 
@@ -190,7 +190,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = sparsity.masked_step(cfg, plan, p.logits_fn, p.augment, params, optimizer, mask)
         pruned = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = _grad_sum(cfg, p, params)
+        grad_sum, route = _grad_sum(cfg, p, params, len(jax.devices()))
         mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
         trainable = dp_partition.trainable_of(p.partition, params)
         audited = canary_lib.wrap(mech, canaries, trainable) if canaries else None
@@ -205,7 +205,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
                sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
-               route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None,
+               route_note=route_line(cfg.model.name, route) if _said(cfg, route) else None,
                init=p.init, partition=p.partition)
 
 
@@ -214,12 +214,21 @@ def public_inputs(run: Run) -> dict | None:
     return {"init": {"source": run.init.source, "digest": run.init.digest}} if run.init is not None else None
 
 
-def _grad_sum(cfg: Config, p: Prepared, params):
-    """The route's clipped sum over the trainable parameters (tanplan.dp.partition), and the Route."""
+def _grad_sum(cfg: Config, p: Prepared, params, devices: int):
+    """The route's clipped sum over the trainable parameters (tanplan.dp.partition), and the Route, chosen at
+    the planned chunk's rows on each of the run's devices (public: N, q and the config)."""
     logits_fn, trainable = dp_partition.logits_over(p.partition, p.logits_fn, params)
-    route = routes.choose(cfg, logits_fn, trainable, public_example(p.dataset.input_shape))
-    make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name)  # noqa: E731
+    layout = sampling.batch_layout(p.dataset.num_train, p.plan.q, cfg.train.physical_batch_size, devices)
+    route = routes.choose(cfg, logits_fn, trainable, public_example(p.dataset.input_shape),
+                          rows=layout.chunk_size // devices, augment=p.augment)
+    make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name, devices)  # noqa: E731
     return dp_partition.grad_sum_over(p.partition, make, p.logits_fn), route
+
+
+def _said(cfg: Config, route: routes.Route) -> bool:
+    """Whether the run tells its route: a plugged-in model's always, a built-in one's where its cost at the
+    chunk size took it off the per-layer route."""
+    return is_import_path(cfg.model.name) or (route.name == "vmap" and route.cost is not None)
 
 
 def _keyed_step(inner: Callable, *, masked: bool) -> Callable:
