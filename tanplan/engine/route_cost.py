@@ -51,7 +51,8 @@ def verdict(found: dict, unit: str, rows: int, views: int) -> tuple[str, str]:
     """(the route, the sentence saying why) from the routes' costs at `rows` rows × `views` views a device."""
     g, v = found["ghost"], found["vmap"]
     scale = 1e3 if unit == "ms" else 1e-9
-    figures = f"ghost {g * scale:.4g} {unit}, vmap {v * scale:.4g} {unit} at {rows} rows × {views} view{'s' * (views != 1)} a device"
+    at = f"{rows} rows × {views} view{'s' * (views != 1)} a device"
+    figures = f"ghost {g * scale:.4g} {unit}, vmap {v * scale:.4g} {unit} at {at}"
     if unit == "ms":
         return ("ghost" if g <= v else "vmap"), f"measured: {figures}"
     if not v > 0:  # no count from XLA: keep the per-layer route

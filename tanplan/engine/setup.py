@@ -181,6 +181,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     if sparsity.enabled(cfg) and canaries:
         raise ValueError("gradient canaries are inserted by the dense step only, not by the masked step of pruning")
     optimizer = optim.make_optimizer(cfg.train)
+    devices = sharding.run_devices()  # every device, or the one of a proxy (tanplan.workflow.proxy_devices)
     mask = pruned = audited = None
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
         mask = sparsity.prune_mask(cfg, plan, p.logits_fn, params, dataset, jax.random.fold_in(p.init_key, 1), secret)
@@ -190,7 +191,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = sparsity.masked_step(cfg, plan, p.logits_fn, p.augment, params, optimizer, mask)
         pruned = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = _grad_sum(cfg, p, params, len(jax.devices()))
+        grad_sum, route = _grad_sum(cfg, p, params, len(devices))
         mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
         trainable = dp_partition.trainable_of(p.partition, params)
         audited = canary_lib.wrap(mech, canaries, trainable) if canaries else None
@@ -203,7 +204,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     return Run(cfg, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,
                jax.jit(_keyed_step(inner, masked=mask is not None), donate_argnums=0),
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruned, audited,
+               sharding.data_mesh(devices), sharding.data_mesh(_local(devices)), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
                route_note=route_line(cfg.model.name, route) if _said(cfg, route) else None,
                init=p.init, partition=p.partition)
@@ -223,6 +224,11 @@ def _grad_sum(cfg: Config, p: Prepared, params, devices: int):
                           rows=layout.chunk_size // devices, augment=p.augment)
     make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name, devices)  # noqa: E731
     return dp_partition.grad_sum_over(p.partition, make, p.logits_fn), route
+
+
+def _local(devices) -> list:
+    """This process's devices among the run's."""
+    return [d for d in devices if d.process_index == jax.process_index()]
 
 
 def _said(cfg: Config, route: routes.Route) -> bool:

@@ -104,7 +104,8 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
     assert f"ghost {gram * 1e-9:.4g} GFLOP, vmap {vmap * 1e-9:.4g} GFLOP" in moved.cost
 
     # Forced routes and non-private runs are not weighed; without the chunk size neither.
-    assert routes.choose(cfg.with_overrides({"train.grad_method": "ghost"}), logits, params, x, rows=large).name == "ghost"
+    forced = cfg.with_overrides({"train.grad_method": "ghost"})
+    assert routes.choose(forced, logits, params, x, rows=large).name == "ghost"
     assert routes.choose(cfg, logits, params, x) == routes.Route("ghost")
     assert routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x, rows=large).cost is None
 
@@ -145,7 +146,8 @@ def test_measured_mode_takes_the_faster_route(monkeypatch):
         monkeypatch.setattr(route_cost, "_timed", fake)
         route = routes.choose(cfg, logits, params, x, rows=4)
         assert route.name == expected
-        assert route.cost.startswith("measured: ") and f"ghost {ghost_s * 1e3:.4g} ms, vmap {vmap_s * 1e3:.4g} ms" in route.cost
+        assert route.cost.startswith("measured: ")
+        assert f"ghost {ghost_s * 1e3:.4g} ms, vmap {vmap_s * 1e3:.4g} ms" in route.cost
     monkeypatch.undo()
     monkeypatch.setattr(route_cost, "_COSTS", {})
     found, unit = route_cost.costs({"ghost": ghost.ghost_clipped_grad_sum(logits, 1.0),
