@@ -46,7 +46,10 @@ def choose(cfg: Config, logits_fn, params, example_x, *, rows: int | None = None
         key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]), cfg.data.aug_mult,
                cfg.data.augmentation, cfg.train.compute_dtype, repr(cfg.task), ghost.MAX_PER_EXAMPLE_BYTES)
         fns = {name: grad_sum_of(cfg, logits_fn, augment, name) for name in ("ghost", "vmap")}
-        found, unit = route_cost.costs(fns, params, example_x, rows, cfg.train.route_cost, key)
+        try:
+            found, unit = route_cost.costs(fns, params, example_x, rows, cfg.train.route_cost, key)
+        except Exception as err:  # e.g. a plugged-in task whose labels are not one integer a row: as before
+            return Route("ghost", None, f"no cost at {rows} rows a device ({type(err).__name__}): per-layer kept")
         name, why = route_cost.verdict(found, unit, rows, cfg.data.aug_mult)
         return Route(name, None, why)
     if reason is None and method in ("auto", "ghost"):

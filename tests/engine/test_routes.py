@@ -109,6 +109,12 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
     assert routes.choose(cfg, logits, params, x) == routes.Route("ghost")
     assert routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x, rows=large).cost is None
 
+    # No count to be had (a lowering that fails: e.g. a plugged-in task's labels): the per-layer route, said so.
+    monkeypatch.setattr(route_cost, "_COSTS", {})
+    monkeypatch.setattr(route_cost, "_flops", lambda fn, args: (_ for _ in ()).throw(TypeError("labels")))
+    fallback = routes.choose(cfg, logits, params, x, rows=large)
+    assert fallback.name == "ghost" and fallback.cost.startswith(f"no cost at {large} rows a device (TypeError)")
+
 
 def test_the_per_layer_memory_rule_follows_one_devices_rows(monkeypatch):
     """A chunk split over d devices holds 1/d of each layer's per-example gradients on each: the same 16 rows
