@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import signal
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ALL_COMPLETED, FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Callable, Sequence
 
 import jax
@@ -49,22 +49,26 @@ def each_on_one_device(jobs: Sequence, run_one: Callable, devices: Sequence | No
     free: queue.SimpleQueue = queue.SimpleQueue()
     for device in devices:
         free.put(device)
+    futures: list = []
+    caught: list[int] = []  # the signal received, if any
 
     def on_a_free_device(job):
         device = free.get()
         try:
+            if caught:  # a signal came while the jobs were handed out: this one does not start
+                raise RunInterrupted(f"{signal.Signals(caught[-1]).name}: not started", caught[-1])
             with sharding.on_devices([device]):
                 return run_one(job)
         finally:
             free.put(device)
 
-    with ThreadPoolExecutor(max_workers=min(len(devices), len(jobs)), thread_name_prefix="tanplan-proxy") as pool:
-        futures = [pool.submit(on_a_free_device, job) for job in jobs]
-        with _signals_stop(futures) as caught:
-            wait(futures, return_when=FIRST_EXCEPTION)
-            for f in futures:  # a failure: the rest are not started; those in flight finish
-                f.cancel()
-            wait(futures)
+    with _signals_stop(futures, caught), ThreadPoolExecutor(max_workers=min(len(devices), len(jobs)),
+                                                            thread_name_prefix="tanplan-proxy") as pool:
+        futures.extend(pool.submit(on_a_free_device, job) for job in jobs)  # the handler is in place already
+        _wait(futures, first_failure=True)
+        for f in futures:  # a failure: the rest are not started; those in flight finish
+            f.cancel()
+        _wait(futures, first_failure=False)
     failed = next((f for f in futures if not f.cancelled() and f.exception() is not None), None)
     if failed is not None:
         raise failed.exception()
@@ -74,12 +78,19 @@ def each_on_one_device(jobs: Sequence, run_one: Callable, devices: Sequence | No
     return [f.result() for f in futures]
 
 
-@contextlib.contextmanager
-def _signals_stop(futures):
-    """While the pool runs: SIGTERM/SIGINT (main thread) cancel the jobs not started and stop the runs in
-    flight after their step (tanplan.engine.loop.interrupt_thread_runs)."""
+def _wait(futures: list, *, first_failure: bool) -> None:
+    """Until every run ended (or one failed): in short waits, since Python runs a signal's handler in the
+    main thread only when it wakes, and the OS may deliver the signal to any thread."""
+    while True:
+        done, pending = wait(futures, timeout=0.25, return_when=FIRST_EXCEPTION if first_failure else ALL_COMPLETED)
+        if not pending or (first_failure and any(not f.cancelled() and f.exception() is not None for f in done)):
+            return
 
-    caught: list[int] = []
+
+@contextlib.contextmanager
+def _signals_stop(futures: list, caught: list):
+    """While the pool runs: SIGTERM/SIGINT (main thread) are noted in `caught`, cancel the jobs not started
+    and stop the runs in flight after their step (tanplan.engine.loop.interrupt_thread_runs)."""
 
     def stop(signum, frame):
         caught.append(signum)
@@ -94,7 +105,7 @@ def _signals_stop(futures):
     except ValueError:  # not the main thread: whoever runs us handles signals
         pass
     try:
-        yield caught
+        yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -74,3 +74,78 @@ def test_proxies_train_one_device_each_and_side_by_side(tmp_path):
             assert mine[key] == theirs[key], key  # the accounting: identical
         assert abs(mine["test_accuracy"] - theirs["test_accuracy"]) <= 2 / 400  # summation order only
         assert abs(mine["test_loss"] - theirs["test_loss"]) <= 1e-4 * max(1.0, abs(theirs["test_loss"]))
+
+
+def _two_slots():
+    """This process's one CPU device, twice: two threads side by side (the pool's path, without forcing devices)."""
+    import jax
+
+    return [jax.devices()[0]] * 2
+
+
+def test_a_signal_stops_the_proxies_in_flight_and_drops_the_rest():
+    """SIGINT while proxies train in threads: each run in flight sees it as the engine's own handler would
+    (its loop's flag: it checkpoints and raises RunInterrupted), the job not started never starts, and the
+    caller gets RunInterrupted (exit 128 + SIGINT), as from one run in the main thread."""
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    from tanplan.engine import loop
+    from tanplan.errors import RunInterrupted
+    from tanplan.workflow.proxy_devices import each_on_one_device
+
+    entered, started = threading.Semaphore(0), []
+
+    def run_one(job):
+        started.append(job)
+        with loop._Signals() as signals:  # what the engine's loop holds while it steps
+            entered.release()
+            for _ in range(600):  # at most a minute: the signal sets the flag
+                if signals.signum is not None:
+                    raise RunInterrupted(f"job {job} stopped", signals.signum)
+                threading.Event().wait(0.1)
+        return job
+
+    def interrupt_when_both_run():
+        entered.acquire(timeout=60)
+        entered.acquire(timeout=60)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_both_run, daemon=True).start()
+    previous = signal.getsignal(signal.SIGINT)
+    with pytest.raises(RunInterrupted) as caught:
+        each_on_one_device([0, 1, 2], run_one, devices=_two_slots())
+    assert caught.value.exit_code == 128 + signal.SIGINT
+    assert sorted(started) == [0, 1]  # the third never started
+    assert signal.getsignal(signal.SIGINT) is previous and not loop._THREAD_RUNS
+
+
+def test_results_in_order_and_the_first_failure_raised():
+    """Results come back in the jobs' order whatever finishes first; a failing run's error is raised."""
+    import threading
+
+    import pytest
+
+    from tanplan.workflow.proxy_devices import each_on_one_device
+
+    second_done = threading.Event()
+
+    def slow_first(job):
+        if job == 0:
+            second_done.wait(60)  # the second finishes first
+        else:
+            second_done.set()
+        return job * 10
+
+    assert each_on_one_device([0, 1], slow_first, devices=_two_slots()) == [0, 10]
+
+    def fails(job):
+        if job == 1:
+            raise ValueError("proxy 1 failed")
+        return job
+
+    with pytest.raises(ValueError, match="proxy 1 failed"):
+        each_on_one_device([0, 1], fails, devices=_two_slots())
