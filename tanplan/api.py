@@ -32,6 +32,7 @@ from tanplan.config import Config, load_config, parse_override, with_tuned
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.audit import AuditResult
+from tanplan.outcomes.final_audit import FinalAuditResult
 from tanplan.outcomes.fit import FitResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.optimize import OptimizeResult
@@ -547,3 +548,27 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     check_audit_out(out)
     return run_audit(cfg, Path(out) if out is not None else None, canaries=canaries, confidence=confidence,
                      progress=progress, log=log)
+
+
+@_typed
+def final_audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
+                canaries: int | None = None, kind: str | None = None, proxy_batch_size: int | None = None,
+                confidence: float | None = None, progress: bool = False,
+                log: Callable[[str], None] = lambda line: None) -> FinalAuditResult:
+    """The final-model (black-box) audit of the config's run (its proxy at proxy_batch_size): trained with input
+    canaries, scored on its released model only, its ε bounded from below; a FinalAuditResult with its threat
+    model (tanplan.outcomes.final_audit). The caller decides what a violation means (the command exits 5)."""
+    from tanplan.workflow import final_audit as black_box  # lazy: JAX; the planner's API imports this module
+
+    cfg = as_config(config, overrides)
+    if proxy_batch_size is not None:
+        cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
+    canaries = black_box.DEFAULT_CANARIES if canaries is None else canaries
+    kind = black_box.DEFAULT_KIND if kind is None else kind
+    confidence = black_box.DEFAULT_CONFIDENCE if confidence is None else confidence
+    check_inputs(cfg)
+    check_out_dir(out)
+    black_box.check_final_audit(cfg, canaries, kind, confidence)
+    black_box.check_audit_out(out)
+    return black_box.run_final_audit(cfg, Path(out) if out is not None else None, canaries=canaries, kind=kind,
+                                     confidence=confidence, progress=progress, log=log)

@@ -8,8 +8,10 @@ import sys
 
 from tanplan import api
 from tanplan.commands._args import positive_int, print_json, print_table
-from tanplan.errors import PrivacyViolation
+from tanplan.commands.audit_final import execute_final
+from tanplan.errors import PrivacyViolation, UsageError
 from tanplan.outcomes.audit import AuditResult
+from tanplan.outcomes.final_audit import CANARY_KINDS, DEFAULT_KIND
 from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, RUN_FOLDER
 
 HELP = ("audit a run's privacy empirically: train it with gradient canaries, bound ε from below (one-run audit) and "
@@ -42,9 +44,20 @@ def configure(parser) -> None:
                              "canary_scores.png")
     parser.add_argument("--json", action="store_true", help="print audit.json's content as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--final-model", action="store_true",
+                        help="the black-box audit instead: M input canaries, each trained in by a secret fair coin, "
+                             "scored on the released model only (writes final_audit.json, final_audit.md)")
+    parser.add_argument("--canary-kind", choices=CANARY_KINDS, default=None,
+                        help=f"with --final-model: mislabelled training examples or crafted out-of-distribution "
+                             f"inputs (default {DEFAULT_KIND})")
 
 
 def execute(args) -> int:
+    if args.final_model:
+        return execute_final(args)
+    if args.canary_kind is not None:
+        raise UsageError("--canary-kind is allowed only with --final-model: the white-box audit's canaries are "
+                         "gradients")
     # every input is checked before any compute (tanplan.api.audit)
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,

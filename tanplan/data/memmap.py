@@ -8,8 +8,9 @@ The folder (`data.dataset = "memmap"`, `data.path = FOLDER`):
     test_x.npy   test_y.npy
 
 A row is read as float32 `(value·scale − mean) / std` per channel: uint8 pixels are stored as they are
-(a quarter of float32's size) and normalised with the PUBLIC constants in meta.json when read, never
-with statistics of the training set. Only the rows asked for are read (`MemmapSource[indices]`, in
+(a quarter of float32's size) and normalised with the PUBLIC constants in meta.json, never with
+statistics of the training set: when read (`source[indices]`: the test set), or, for the training
+batches, on the device inside the jitted step (the rows travel as uint8: tanplan.data.pixels). Only the rows asked for are read (`MemmapSource[indices]`, in
 ascending order from tanplan.data.source.read_rows): the operating system pages them in and may drop
 them again, so the training set never has to fit in memory.
 
@@ -32,12 +33,14 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 
 import tanplan.data.cifar10 as cifar10
 import tanplan.data.dataset as dataset
+from tanplan.data.pixels import Pixels
 from tanplan.data.source import check_constants, describe
 from tanplan.errors import UsageError
 
@@ -54,38 +57,56 @@ class MemmapSource:
     """One split of a memmap folder as a random-access source: source[indices] -> (float32 x, int32 y).
 
     The files are opened on first use (and again after unpickling: a Ray worker gets the paths, not
-    the mappings)."""
+    the mappings). The step reader (tanplan.engine.batches) reads training rows by `fill` instead:
+    uint8 pixels stay uint8 (`pixels` holds their public constants, and the jitted step normalises them
+    on the device), other rows are normalised here as `source[indices]` does. `fill` is thread-safe:
+    several reader threads fill disjoint row ranges of one batch at once.
+    """
 
     def __init__(self, folder: str | os.PathLike, split: str, meta: dict):
         self.folder, self.split = str(folder), split
         self.input_shape = tuple(meta["input_shape"])
         self.num_classes = int(meta["num_classes"])
         self._n = int(meta["splits"][split])
-        self._scale = np.float32(meta.get("scale", 1.0))
         channels = self.input_shape[-1]
-        self._mean = np.asarray(meta.get("mean") or [0.0] * channels, np.float32)
-        self._std = np.asarray(meta.get("std") or [1.0] * channels, np.float32)
+        self._normal = Pixels(float(meta.get("scale", 1.0)), tuple(meta.get("mean") or [0.0] * channels),
+                              tuple(meta.get("std") or [1.0] * channels))
+        stored = _npy_header(Path(folder) / f"{split}_x.npy")[1]
+        self.pixels = self._normal if stored == np.uint8 else None  # uint8 rows travel as they are
+        self.row_dtype = np.dtype(np.uint8 if self.pixels else np.float32)  # what `fill` writes
+        self.forward_reads = True  # a file: `fill` reads fastest in ascending index order
         self._x = self._y = None
+        self._opening = threading.Lock()
 
     def _open(self):
-        if self._x is None:
-            folder = Path(self.folder)
-            self._x = np.load(folder / f"{self.split}_x.npy", mmap_mode="r")
-            self._y = np.load(folder / f"{self.split}_y.npy", mmap_mode="r")
+        with self._opening:  # reader threads may meet here first
+            if self._x is None:
+                folder = Path(self.folder)
+                self._y = np.load(folder / f"{self.split}_y.npy", mmap_mode="r")
+                self._x = np.load(folder / f"{self.split}_x.npy", mmap_mode="r")
 
     def __len__(self) -> int:
         return self._n
 
     def __getitem__(self, indices):
         self._open()
-        x = np.asarray(self._x[indices], np.float32)
-        x *= self._scale
-        x -= self._mean
-        x /= self._std
-        return x, np.asarray(self._y[indices], np.int32)
+        return self._normal.on_host(self._x[indices]), np.asarray(self._y[indices], np.int32)
+
+    def fill(self, indices: np.ndarray, x_out: np.ndarray) -> np.ndarray:
+        """The inputs of rows `indices` (ascending: a forward read through the file) into x_out (row_dtype),
+        in their order, uint8 pixels in one copy straight from the mapping; returns their int32 labels."""
+        self._open()
+        if self.pixels is not None:
+            np.take(self._x, indices, axis=0, out=x_out)
+        else:
+            x_out[...] = self._normal.on_host(self._x[indices])
+        return np.asarray(self._y[indices], np.int32)
 
     def __getstate__(self):
-        return {**self.__dict__, "_x": None, "_y": None}
+        return {**self.__dict__, "_x": None, "_y": None, "_opening": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _opening=threading.Lock())
 
     def __repr__(self) -> str:
         return f"MemmapSource({self.folder!r}, {self.split!r}, {self._n} rows)"

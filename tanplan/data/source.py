@@ -5,6 +5,10 @@ an ArrayRecord file, a Hugging Face dataset (`ds.with_format("numpy")[indices]`)
 qualify. `source[indices]` returns the rows in the order asked for: x of shape (len(indices), *input_shape)
 and y of shape (len(indices),). tanplan reads each step's Poisson batch from the training source by index
 (tanplan.engine.batches) and the test source in consecutive batches; nothing reads the whole training set.
+A source may also offer the step reader's fast path (tanplan.data.reader): `fill(indices, x_out) -> labels`,
+thread-safe, writing its rows straight into x_out in the dtype `row_dtype` (float32; a memmap's uint8 pixels,
+with their normalisation constants as `pixels`, tanplan.data.pixels), `forward_reads` when ascending indices
+read fastest (a file).
 
     >>> s = ArraySource(np.arange(12, dtype=np.float32).reshape(6, 2), np.array([0, 1, 0, 1, 0, 1]))
     >>> x, y = read_rows(s, np.array([4, 1]))
@@ -56,17 +60,16 @@ class ArraySource:
     def __getitem__(self, indices):
         return self.x[indices], self.y[indices]
 
-    def read_into(self, indices: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) of `size` rows: the rows `indices` first, in their order, then zeros; one gather straight
-        into place (a step's padded batch: tanplan.engine.batches)."""
-        x = np.zeros((size, *self.x.shape[1:]), np.float32)
-        y = np.zeros((size, *self.y.shape[1:]), self.y.dtype)
+    row_dtype = np.dtype(np.float32)  # what `fill` writes
+
+    def fill(self, indices: np.ndarray, x_out: np.ndarray) -> np.ndarray:
+        """The inputs of rows `indices` into x_out (float32), in their order, one gather straight into place;
+        returns their labels (the step reader's fast path, tanplan.engine.batches; thread-safe)."""
         if self.x.dtype == np.float32:
-            np.take(self.x, indices, axis=0, out=x[: len(indices)])
+            np.take(self.x, indices, axis=0, out=x_out)
         else:
-            x[: len(indices)] = self.x[indices]
-        np.take(self.y, indices, axis=0, out=y[: len(indices)])
-        return x, y
+            x_out[...] = self.x[indices]
+        return self.y[indices]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -94,10 +97,22 @@ class Prefix:
         return getattr(self.source, "input_shape", None)
 
     @property
-    def read_into(self):
+    def fill(self):
         """The source's own fast path, when it has one (AttributeError otherwise: the reader then reads
         by __getitem__); the indices a run draws lie below n by construction."""
-        return self.source.read_into
+        return self.source.fill
+
+    @property
+    def pixels(self):
+        return getattr(self.source, "pixels", None)
+
+    @property
+    def row_dtype(self):
+        return getattr(self.source, "row_dtype", np.dtype(np.float32))
+
+    @property
+    def forward_reads(self):
+        return getattr(self.source, "forward_reads", False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -2,20 +2,28 @@
 
 Step t's batch is the Poisson sample drawn from the run's secret (tanplan.dp.sampling.poisson_batch with
 `secret.batch_rng(BATCH, t)`: every example in with probability q, independently); `StepBatches` draws it,
-reads exactly those rows from the source (one call, in ascending index order; an in-memory source
-gathers them straight into place), places them in the padded layout (real rows first, zeros after:
-tanplan.dp.sampling.pad_indices) and hands the padded batch to the loop as global arrays sharded over the
-mesh. While step t trains, a background thread draws and reads step t+1's batch: so at any time at most
-two batches of rows are held or being read (the step's and the next one's), and a source of any size is
-never read whole. Reads of the source never overlap (one lock): a source need not be thread-safe.
+places its indices in the padded layout (real rows first, padding after: tanplan.dp.sampling.pad_indices),
+reads exactly the rows that land on this process's devices (tanplan.data.reader: straight into place, a
+memmap's uint8 pixels as they are stored, which the jitted step normalises on the device: `device_inputs`)
+and hands the padded batch to the loop as global arrays sharded over the mesh. While step t trains, a
+background thread draws and reads step t+1's batch: so at any time at most two batches of rows are held or
+being read (the step's and the next one's), and a source of any size is never read whole. Batches are
+read one at a time (one lock); within one, a source that fills in place (thread-safe by contract: in
+memory, a memmap) is read by several threads, any other by one call: it need not be thread-safe.
+
+Several processes (hosts): every process draws the SAME selection from the shared secret (the draw of step
+t is a function of (secret, t) alone, and the layout of public numbers: N, q, the config), so the Poisson
+batch, its padding and which device holds which row are the same everywhere; only their materialisation is
+split. Each process allocates and reads only its own devices' rows, one contiguous block per device (the
+rows of every chunk that device holds: `host_blocks`), and sends each block to its device; the blocks of
+all processes form the global batch, the same array one process would build alone
+(jax.make_array_from_single_device_arrays). No process allocates, zero-fills or reads another's rows.
 
 Each padded batch carries its rows' dataset indices (`index`, int32, 0 in padding): the step keys each
 example's augmentation views by them (tanplan.dp.augmult.example_keys). The indices and the rows stay in
-this process's memory (they are the private part of the mechanism: who
-knows them knows which examples each step used); nothing here writes a file. With several processes,
-each reads only the rows that land on its own devices. The batches are the same whatever the prefetch:
-the draw of step t depends on (secret, t) alone, and the layout on public numbers (N, q, the config),
-except in the rare step whose batch outgrows it, when the loop grows it and the batch is placed again.
+this process's memory (they are the private part of the mechanism: who knows them knows which examples
+each step used); nothing here writes a file. The batches are the same whatever the prefetch, except in the
+rare step whose batch outgrows the layout, when the loop grows it and the batch is placed again.
 """
 
 from __future__ import annotations
@@ -23,25 +31,33 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from tanplan.data.source import check_rows, rows_as_asked
+from tanplan.data.reader import RowReader
 from tanplan.dp import sampling, sharding
 
 
 @dataclass
 class Drawn:
-    """Step t's Poisson batch (private: in memory only) and its rows, placed for one layout."""
+    """Step t's Poisson batch (private: in memory only) and this process's rows of it, placed for one layout.
+
+    The arrays hold only the rows of this process's devices: one block per device, (blocks, chunks, rows
+    per device, ...), each block contiguous in memory (what that device holds of every chunk, sent as it is).
+    """
 
     step: int
     indices: np.ndarray
     layout: object  # tanplan.dp.sampling.BatchLayout the rows were placed for
-    x: np.ndarray  # (chunks, chunk_size, *input_shape), zeros in padding and other processes' rows
+    x: np.ndarray  # (blocks, chunks, rows, *input_shape), zeros in padding (uint8 pixels of a source with
+    # `pixels`, normalised on the device: device_inputs)
     y: np.ndarray
-    mask: np.ndarray  # (chunks, chunk_size): real rows
-    index: np.ndarray  # (chunks, chunk_size) int32: each real row's index in the training set, 0 in padding
+    mask: np.ndarray  # (blocks, chunks, rows): real rows
+    index: np.ndarray  # (blocks, chunks, rows) int32: each real row's index in the training set, 0 in padding
+    devices: tuple = ()  # the device of each block
 
 
 class StepBatches:
@@ -53,14 +69,16 @@ class StepBatches:
     has one). Every batch read is checked (tanplan.data.source.check_rows: shape, finite numbers, labels)
     and a bad one raises BadRows, a UsageError stating public facts only. stop: the run's last step + 1
     (nothing is read past it); prefetch: read step t+1 while step t trains (False: read on demand, in the
-    calling thread).
+    calling thread); threads: the reader threads of a source that fills in place (tanplan.data.reader;
+    None: one a core, bounded).
     """
 
     def __init__(self, source, draw, mesh, *, stop: int, num_classes: int = 0, name: str = "training source",
-                 prefetch: bool = True, input_shape=None):
+                 prefetch: bool = True, input_shape=None, threads: int | None = None):
         self.source, self.draw, self.mesh, self.stop = source, draw, mesh, stop
-        self.num_classes, self.name = num_classes, name
         self.input_shape = tuple(input_shape or getattr(source, "input_shape", None) or ()) or None
+        self.rows = RowReader(source, name=name, input_shape=self.input_shape, num_classes=num_classes,
+                              threads=threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tanplan-batches") if prefetch else None
         self._next: tuple[int, Future] | None = None
         self._reading = threading.Lock()  # the prefetch and the loop's own reads take turns at the source
@@ -77,6 +95,7 @@ class StepBatches:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self._next = None
+        self.rows.close()
 
     def indices(self, t: int, layout) -> np.ndarray:
         """Step t's indices (drawn or prefetched); the loop grows the layout from their count if needed."""
@@ -106,55 +125,66 @@ class StepBatches:
         self._next = (t, _done(drawn))
         return drawn
 
-    def _placed(self, wanted: np.ndarray, places: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(x, y) of `size` flat rows: source[wanted] read in ascending index order (one call: a memmap then
-        reads forward through its file), each row put at its place, zeros elsewhere."""
-        order = np.argsort(wanted, kind="stable")
-        with self._reading:
-            x_rows, y_rows = self.source[wanted[order]]
-        x_rows, y_rows = rows_as_asked(self.name, x_rows, y_rows, len(wanted))
-        check_rows(self.name, x_rows, y_rows, self.input_shape or x_rows.shape[1:], self.num_classes)
-        x = np.zeros((size, *x_rows.shape[1:]), np.float32)
-        y = np.zeros((size, *y_rows.shape[1:]), y_rows.dtype)
-        x[places[order]], y[places[order]] = x_rows, y_rows
-        return x, y
-
     def _read(self, t: int, layout, indices: np.ndarray | None = None) -> Drawn:
+        """Step t's draw (or `indices`), padded for the layout; this process reads and holds its own blocks."""
         indices = self.draw(t) if indices is None else indices
         if len(indices) > layout.capacity:  # outgrew the layout: the loop grows it, then takes again
             return Drawn(t, indices, None, None, None, None, None)
         index, mask = sampling.pad_indices(indices, layout)
-        local = (local_rows(layout, self.mesh) & mask).reshape(-1)
-        wanted = index.reshape(-1)[local]  # this process's rows, in the batch's order
-        places = np.flatnonzero(local)  # where they go in the flat padded batch
-        if hasattr(self.source, "read_into") and np.array_equal(places, np.arange(len(places))):
-            with self._reading:  # in memory: gathered straight into place
-                x, y = self.source.read_into(wanted, index.size)
-            check_rows(self.name, x, y[places], self.input_shape or x.shape[1:], self.num_classes)
-        else:
-            x, y = self._placed(wanted, places, index.size)  # checked as read
-        x, y = x.reshape(index.shape + x.shape[1:]), y.reshape(index.shape + y.shape[1:])
-        return Drawn(t, indices, layout, x, y, mask, sampling.row_index(index, mask))
+        blocks = host_blocks(layout, self.mesh)
+        index, mask = own_blocks(index, blocks), own_blocks(mask, blocks)
+        places = np.flatnonzero(mask)  # this process's real rows, in its own blocks
+        with self._reading:
+            x, y = self.rows.read(index.reshape(-1)[places], places, mask.size)  # checked as read
+        x, y = x.reshape(mask.shape + x.shape[1:]), y.reshape(mask.shape + y.shape[1:])
+        return Drawn(t, indices, layout, x, y, mask, sampling.row_index(index, mask), tuple(d for *_, d in blocks))
 
 
-def local_rows(layout, mesh) -> np.ndarray:
-    """(chunks, chunk_size) booleans: the positions of the padded batch that this process's devices hold
-    (every position with one process)."""
+def host_blocks(layout, mesh) -> tuple[tuple[int, int, object], ...]:
+    """(start, stop, device) for each of this process's devices, in row order: the rows [start, stop) of every
+    chunk that the device holds of the batch sharded over the mesh (tanplan.dp.sharding.batch_sharding)."""
     shape = (layout.chunks, layout.chunk_size)
-    if jax.process_count() == 1:
-        return np.ones(shape, bool)
-    local = np.zeros(shape, bool)
-    for index in sharding.batch_sharding(mesh).addressable_devices_indices_map(shape).values():
-        local[index] = True
-    return local
+    held = sharding.batch_sharding(mesh).addressable_devices_indices_map(shape)
+    return tuple(sorted(((*index[1].indices(layout.chunk_size)[:2], device) for device, index in held.items()),
+                        key=lambda block: block[0]))
+
+
+def own_blocks(a: np.ndarray, blocks) -> np.ndarray:
+    """(blocks, chunks, rows, ...): each block's columns of the (chunks, chunk_size, ...) array a, contiguous."""
+    return np.stack([a[:, start:stop] for start, stop, _ in blocks])
 
 
 def to_global(drawn: Drawn, mesh) -> dict:
-    """The placed batch as global arrays sharded by rows over every device of every process (each
-    process supplies its own devices' rows, which it alone has read)."""
+    """The placed batch as global arrays sharded by rows over every device of every process: each process
+    sends each of its blocks to its device (jax.make_array_from_single_device_arrays), so it supplies its
+    own devices' rows, which it alone has read; the global batch is the same with any number of processes."""
     sh = sharding.batch_sharding(mesh)
-    return {name: jax.make_array_from_callback(a.shape, sh, lambda idx, a=a: a[idx])
-            for name, a in (("x", drawn.x), ("y", drawn.y), ("mask", drawn.mask), ("index", drawn.index))}
+    rows = drawn.layout.chunks, drawn.layout.chunk_size
+    batch = {}
+    for name in ("x", "y", "mask", "index"):
+        a = getattr(drawn, name)
+        parts = jax.device_put(list(a), list(drawn.devices))
+        batch[name] = jax.make_array_from_single_device_arrays(rows + a.shape[3:], sh, parts)
+    return batch
+
+
+def device_inputs(source) -> Callable[[dict], dict]:
+    """batch -> the batch with its rows as the model's float32 inputs, for the jitted step (traced there):
+    a source with `pixels` (tanplan.data.pixels: uint8 rows of a memmap) hands its rows over as they are
+    stored, and they are normalised here, on the device, padding rows kept at zero; identity otherwise
+    (float rows were normalised when read)."""
+    pixels = getattr(source, "pixels", None)
+    if pixels is None:
+        return lambda batch: batch
+
+    def inputs(batch: dict) -> dict:
+        x, mask = batch["x"], batch["mask"]
+        if not jnp.issubdtype(x.dtype, jnp.integer):
+            return batch
+        real = mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
+        return {**batch, "x": jnp.where(real, pixels.on_device(x), 0.0)}
+
+    return inputs
 
 
 def _done(value) -> Future:

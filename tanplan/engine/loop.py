@@ -75,7 +75,7 @@ STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
 def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
                        progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
                        backend: str = "local", writers: Iterable[tracking.Writer] = (), canaries: int = 0,
-                       on_canaries: Callable[[CanaryRecord], None] | None = None) -> RunSummary:
+                       on_canaries: Callable[[CanaryRecord], None] | None = None, dataset=None) -> RunSummary:
     """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its RunSummary.
 
     Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
@@ -89,6 +89,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     gradient canaries wrap the run's mechanism (tanplan.dp.canaries); summary.json and the model card say so
     (audit_canaries, private_release false), and on_canaries receives the CanaryRecord (the secret draw and
     what each step released on the canaries) once the run finished: it is never written, never in the summary.
+    dataset: a tanplan.data Dataset to train on in place of cfg.data's (tanplan.workflow.final_audit passes its
+    training set with the held-in input canaries); N, q and σ are then this set's.
     """
     if canaries and (resume or on_canaries is None):
         raise ValueError("an audited run is never resumed, and hands its canaries' record to on_canaries: the "
@@ -97,7 +99,7 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     started = time.perf_counter()
     primary, single = jax.process_index() == 0, jax.process_count() == 1
     say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
-    prepared = setup.prepare(cfg)  # data, plan, δ, model: everything that can refuse the run, before any file
+    prepared = setup.prepare(cfg, dataset)  # data, plan, δ, model: everything that can refuse the run, before any file
     plan = prepared.plan
     with RunFolder(workdir, resume=resume, primary=primary, lock=single) as folder:
         # The secret is bound to this run: reused only by its own resume (a Ray launch's workers read the driver's).
@@ -232,9 +234,10 @@ def _raise_if_stopped(s: Session, cfg: Config, workdir) -> None:
         raise TrainingDiverged(f"training diverged: the parameters are not finite after step {s.diverged_at} "
                                f"(learning rate {cfg.train.learning_rate:g} may be too high; its {s.ledger.steps} "
                                f"steps are accounted in the ledger){kept}")
-    if s.interrupted:
-        raise RunInterrupted(f"{s.interrupted}: stopped after step {s.ledger.steps} of {s.run.plan.steps}; checkpoint "
-                             f"saved in {str(Path(workdir) / 'checkpoint')!r}; continue with --resume",
+    if s.interrupted:  # a run with no folder (api.train(out=None)) saved nothing: nothing to resume
+        kept = (f"checkpoint saved in {str(Path(workdir) / 'checkpoint')!r}; continue with --resume" if workdir
+                else "nothing was saved (the run had no output folder)")
+        raise RunInterrupted(f"{s.interrupted}: stopped after step {s.ledger.steps} of {s.run.plan.steps}; {kept}",
                              getattr(signal, s.interrupted))
 
 

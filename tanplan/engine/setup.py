@@ -21,7 +21,7 @@ from tanplan.dp import mechanism as dp_mechanism
 from tanplan.dp import optim, pruning, sampling, sharding
 from tanplan.dp import partition as dp_partition
 from tanplan.dp import step as dp_step
-from tanplan.engine import evaluation, precision, routes, sparsity
+from tanplan.engine import batches, evaluation, precision, routes, sparsity
 from tanplan.engine.memory import check_batches_fit
 from tanplan.engine.route_notes import route_line
 from tanplan.errors import UsageError
@@ -99,11 +99,12 @@ def check_init(cfg: Config):
     return model_init.read_source(cfg) if (cfg.init.path or cfg.init.loader) else None
 
 
-def prepare(cfg: Config) -> Prepared:
+def prepare(cfg: Config, dataset=None) -> Prepared:
     """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed, or
-    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen)."""
+    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen).
+    dataset: the data to train on in place of cfg.data's (the final-model audit's set, with its canaries)."""
     source = check_init(cfg)  # before any data is read
-    dataset = load_data(cfg)
+    dataset = load_data(cfg) if dataset is None else dataset
     tasks.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
     check_batches_fit(cfg, plan, dataset)  # large rows of a memmap or a source: refused before anything is written
@@ -202,7 +203,8 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         roots["canaries"] = audited.arrays.step_inputs()
     task = tasks.from_config(cfg)
     return Run(cfg, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,
-               jax.jit(_keyed_step(inner, masked=mask is not None), donate_argnums=0),
+               jax.jit(_keyed_step(inner, masked=mask is not None, inputs=batches.device_inputs(dataset.train)),
+                       donate_argnums=0),
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
                sharding.data_mesh(devices), sharding.data_mesh(_local(devices)), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
@@ -237,12 +239,15 @@ def _said(cfg: Config, route: routes.Route) -> bool:
     return is_import_path(cfg.model.name) or (route.name == "vmap" and route.cost is not None)
 
 
-def _keyed_step(inner: Callable, *, masked: bool) -> Callable:
+def _keyed_step(inner: Callable, *, masked: bool, inputs: Callable = lambda batch: batch) -> Callable:
     """step(state, batch, roots, audit=None): step t's keys folded from the roots at state.step, the inner
     step, and whether the released (noisy) parameters are all finite. The masked step also takes the public
-    key (random gradient dropping); the audit's step its canary inputs and this step's draws."""
+    key (random gradient dropping); the audit's step its canary inputs and this step's draws. inputs: the
+    batches' rows as the model's inputs, on the device (uint8 pixels normalised: batches.device_inputs)."""
 
     def step(state, batch, roots, audit=None):
+        batch = inputs(batch)
+        audit = audit if audit is None else {**audit, "shadow": inputs(audit["shadow"])}
         noise_key, aug_key, public_key = (
             jax.random.fold_in(jax.random.wrap_key_data(roots[name], impl="threefry2x32"), state.step)
             for name in ("noise", "augment", "public"))

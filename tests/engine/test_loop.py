@@ -113,6 +113,14 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tiny_npz, tmp_path):
     assert again.steps_this_run == 0 and again.params_checksum == reference.params_checksum
 
 
+def test_a_stopped_run_without_a_folder_says_nothing_was_saved(tiny_npz):
+    # api.train(out=None) stopped by SIGTERM: the stop is a RunInterrupted naming no checkpoint, not a TypeError.
+    cfg = _cfg(tiny_npz, "train.eval_every=1")
+    with pytest.raises(RunInterrupted, match="nothing was saved") as err:
+        train_and_evaluate(cfg, None, progress=False, on_eval=_interrupt_at(2))
+    assert err.value.exit_code == 128 + signal.SIGTERM
+
+
 def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, tmp_path, capsys):
     cfg = _cfg(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2", "privacy.noise_seed=3")
     reference = train_and_evaluate(cfg, tmp_path / "ref", progress=False)
