@@ -169,6 +169,9 @@ class TrainConfig:
                                  "accumulation and noise stay float32", choices=("float32", "bfloat16"))
     grad_method: str = setting("auto", "per-example clipping: auto | ghost (per-layer norms) | vmap (jax-privacy)",
                           choices=("auto", "ghost", "vmap"))
+    route_cost: str = setting("estimate", "how grad_method auto weighs ghost against vmap at the run's chunk size: "
+                              "estimate (XLA's FLOP count of each, deterministic) | measure (compiles and times "
+                              "both on public inputs)", choices=("estimate", "measure"))
 
 
 @dataclass(frozen=True)

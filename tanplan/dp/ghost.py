@@ -149,19 +149,20 @@ def _outer_sq_norms(a: jax.Array, d: jax.Array) -> jax.Array:
     return jnp.sum(gram_a * gram_d, axis=(1, 2))
 
 
-# Per-example weight gradients of a layer are formed when they fit in this many bytes; above it, the
-# norms come from Gram matrices (more arithmetic, O(T²) memory per example).
+# Per-example weight gradients of a layer are formed when they fit in this many bytes on one device;
+# above it, the norms come from Gram matrices (more arithmetic, O(T²) memory per example).
 MAX_PER_EXAMPLE_BYTES = 1 << 28
 
 
-def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True):
+def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True, budget: int | None = None):
     """Per-example squared norms and the weighted sum for a layer whose gradient is a^T·δ (+ Σδ).
 
     a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients,
     T positions per example. By cost: T = 1 (dense layers): norms ||a||·||δ||, then one product a^T(w⊙δ);
     T(D + O) < D·O (few positions, wide layers): Gram norms, then the same product; otherwise (convolutions
-    on large maps), if they fit: form each example's gradient G_i = a_i^T δ_i once and take both its norm
-    and Σ w_i G_i from it (no second product; the clipped terms are exactly the ones measured).
+    on large maps), if they fit in `budget` bytes (None: MAX_PER_EXAMPLE_BYTES): form each example's
+    gradient G_i = a_i^T δ_i once and take both its norm and Σ w_i G_i from it (no second product; the
+    clipped terms are exactly the ones measured).
     """
     a = a.reshape(n, -1, a.shape[-1]).astype(jnp.float32)
     d = d.reshape(n, -1, d.shape[-1]).astype(jnp.float32)
@@ -169,7 +170,7 @@ def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True
     bias_rows = jnp.sum(d, 1) if use_bias else None
     sq = None
     gram_cheaper = positions * (dim_in + dim_out) < dim_in * dim_out
-    fits = n * dim_in * dim_out * 4 <= MAX_PER_EXAMPLE_BYTES
+    fits = n * dim_in * dim_out * 4 <= (MAX_PER_EXAMPLE_BYTES if budget is None else budget)
     if need_norms and positions > 1 and not gram_cheaper and fits:
         per_example = jnp.einsum("ntd,nto->ndo", a, d)
         sq = jnp.sum(per_example**2, axis=(1, 2))
@@ -306,20 +307,23 @@ def _at_least_f32(a):
 
 
 def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug_mult: int = 1,
-                           return_norms: bool = False, task=None):
+                           return_norms: bool = False, task=None, devices: int = 1):
     """Private grad-sum (see tanplan.dp.clipping for the signature) by per-layer norms; sensitivity C.
 
     clip_norm None gives the plain, unclipped sum (non-private mode) by the same passes, which keep
     weight gradients as matrix products: XLA's CPU backend runs convolution weight-gradients inside
     loops (the accumulation scan) two orders of magnitude slower than outside.
     With return_norms, also returns each row's gradient norm before clipping (not private). task: the
-    per-example loss and metric (tanplan.task; None = cross-entropy and accuracy).
+    per-example loss and metric (tanplan.task; None = cross-entropy and accuracy). devices: how many devices
+    share the chunk's rows (sharded): a layer's per-example gradients are formed when one device's share
+    fits in MAX_PER_EXAMPLE_BYTES (the rule follows the rows a device holds, not the chunk's total).
     """
     need_norms = clip_norm is not None or return_norms
     losses_fn = augmult.batch_loss_fn(logits_fn, augment, aug_mult, task)
 
     def grad_sum(params, x, y, keys, mask):
         n = x.shape[0]
+        budget = MAX_PER_EXAMPLE_BYTES * devices  # read when traced (tests lower it)
         probe = _Tape(params)
         with nn.intercept_methods(probe):
             jax.eval_shape(lambda *a: losses_fn(*a), params, x, y, keys)  # fresh fn: no trace cache
@@ -340,10 +344,10 @@ def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug
             p = _subtree(params, call.path)
             kind = _kind(call, a)
             if kind == "dense":
-                layer_sq, weighted = _matrix_route(a, d, n, "bias" in p, p["kernel"].shape, need_norms)
+                layer_sq, weighted = _matrix_route(a, d, n, "bias" in p, p["kernel"].shape, need_norms, budget)
             elif kind == "conv":
                 layer_sq, weighted = _matrix_route(_conv_patches(call.module, a), d, n, "bias" in p,
-                                                   p["kernel"].shape, need_norms)
+                                                   p["kernel"].shape, need_norms, budget)
             else:
                 layer_sq, weighted = _generic_route(call, p, a, d, n, need_norms)
             if need_norms:

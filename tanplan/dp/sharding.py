@@ -5,9 +5,13 @@ devices and the state is replicated; XLA inserts the cross-device sum of the cli
 route adds its devices' sums itself, `sum_per_device`: XLA mis-partitions its per-example gradients). The
 noise is drawn from the replicated step key on the replicated sum, so it is the same single draw the
 one-device step makes (jax's partitionable threefry gives the same numbers under any sharding).
+A run uses every device (`run_devices`), unless it starts inside `on_devices` (a proxy on one device).
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import jax
 import numpy as np
@@ -16,6 +20,27 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from tanplan.dp.sampling import row_index
 
 AXIS = "data"
+
+# The devices of the runs started in this thread (None: all of them); per thread: proxies train at once.
+_RUN_DEVICES: contextvars.ContextVar = contextvars.ContextVar("tanplan_run_devices", default=None)
+
+
+def run_devices() -> list:
+    """The devices a run started here uses: every device (jax.devices()), unless `on_devices` chose some."""
+    chosen = _RUN_DEVICES.get()
+    return list(chosen) if chosen is not None else jax.devices()
+
+
+@contextlib.contextmanager
+def on_devices(devices):
+    """Runs started inside (in this thread) use only `devices`: their mesh, and arrays made without a
+    placement (jax.default_device: the first of them)."""
+    token = _RUN_DEVICES.set(tuple(devices))
+    try:
+        with jax.default_device(devices[0]):
+            yield
+    finally:
+        _RUN_DEVICES.reset(token)
 
 
 def data_mesh(devices=None) -> Mesh:
@@ -42,7 +67,7 @@ def replicate(tree, mesh: Mesh):
 
 def sum_per_device(grad_sum):
     """grad_sum(params, x, y, keys, mask) -> (sum, losses, accuracies) of one chunk, computed device by device:
-    each device runs grad_sum on its own rows (jax.shard_map over AXIS of data_mesh(jax.devices())) and the
+    each device runs grad_sum on its own rows (jax.shard_map over AXIS of data_mesh(run_devices())) and the
     devices' sums are added (psum); the per-row losses and accuracies stay split by rows.
 
     Why: with the rows sharded, XLA's SPMD partitioner (jaxlib 0.10.2) partitions the grouped convolution that
@@ -57,7 +82,7 @@ def sum_per_device(grad_sum):
         return jax.lax.psum(grads, AXIS), losses, acc
 
     def per_device(params, x, y, keys, mask):  # the devices are looked up when traced, not when built
-        mesh = data_mesh(jax.devices())
+        mesh = data_mesh(run_devices())
         if mesh.devices.size == 1 or x.shape[0] % mesh.devices.size:
             return grad_sum(params, x, y, keys, mask)
         rows, same = PartitionSpec(AXIS), PartitionSpec()

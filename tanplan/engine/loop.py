@@ -247,8 +247,19 @@ def _raise_if_stopped(s: Session, cfg: Config, workdir) -> None:
                              getattr(signal, s.interrupted))
 
 
+_THREAD_RUNS: set = set()  # the _Signals of loops running outside the main thread (proxies at once)
+
+
+def interrupt_thread_runs(signum: int) -> None:
+    """Stop the loops running in other threads as a signal would: each saves its checkpoint after its step
+    and raises RunInterrupted (the main thread got the signal: tanplan.workflow.proxy_devices)."""
+    for signals in list(_THREAD_RUNS):
+        signals.signum = signum
+
+
 class _Signals:
-    """SIGTERM/SIGINT set a flag the loop reads after each step (main thread only)."""
+    """SIGTERM/SIGINT set a flag the loop reads after each step (main thread; in another thread
+    `interrupt_thread_runs` sets it)."""
 
     def __init__(self):
         self.signum: int | None = None
@@ -258,13 +269,14 @@ class _Signals:
         for s in (signal.SIGTERM, signal.SIGINT):
             try:
                 self._previous[s] = signal.signal(s, self._handle)
-            except ValueError:  # not the main thread (a Ray worker): the runtime handles signals
-                pass
+            except ValueError:  # not the main thread (a Ray worker, a proxy): the runtime or the caller handles them
+                _THREAD_RUNS.add(self)
         return self
 
     def _handle(self, signum, frame):
         self.signum = signum
 
     def __exit__(self, *exc):
+        _THREAD_RUNS.discard(self)
         for s, handler in self._previous.items():
             signal.signal(s, handler)

@@ -1,5 +1,6 @@
 """What the user is told of a run's gradient route (tanplan.engine.routes chooses it): one line for a
-plugged-in model, whose route the user cannot know in advance, and the CPU note on accumulated chunks."""
+plugged-in model, whose route the user cannot know in advance, or for a route chosen by its cost at the
+chunk size (with both costs), and the CPU note on accumulated chunks."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ def say_once(line: str | None, say: Callable[[str], None]) -> None:
 def route_line(model_name: str, route: Route) -> str:
     """One line saying which gradient route a run of the model takes, and why (said once per model by the loop)."""
     if route.name == "ghost":
+        cost = f"; kept by its cost at this chunk: {route.cost}" if route.cost else ""
         return (f"tanplan: model {model_name}: gradient route ghost (per-layer norms; its self-check against "
-                "per-example gradients passed)")
+                f"per-example gradients passed{cost})")
     if route.name == "plain":
         return f"tanplan: model {model_name}: gradient route plain (a non-private run: no clipping)"
+    if route.cost:
+        return (f"tanplan: model {model_name}: gradient route vmap (per-example gradients by jax-privacy): the "
+                f"per-layer route costs more at this chunk ({route.cost})")
     because = (f": the per-layer route does not apply ({route.reason})" if route.reason
                else " (train.grad_method = vmap)")
     return f"tanplan: model {model_name}: gradient route vmap (per-example gradients by jax-privacy){because}"

@@ -3,9 +3,10 @@
 Private runs clip each example's gradient to C by per-layer norms ("ghost", tanplan.dp.ghost) or by
 jax-privacy's vmapped per-example gradients ("vmap", tanplan.dp.clipping); non-private runs sum plain
 gradients by the same per-layer passes or by jax.grad ("plain"). Both private routes have sensitivity C
-under add/remove-one (see their modules); the choice changes speed, never the guarantee. `choose` returns
-the `Route` with why the per-layer route was not taken; what the user is told of it is
-tanplan.engine.route_notes.
+under add/remove-one (see their modules); the choice changes speed, never the guarantee. Under
+train.grad_method = "auto" a private run whose model allows per-layer norms takes the cheaper of the two
+at its own chunk size (tanplan.engine.route_cost: XLA's FLOP count, or timings). `choose` returns the
+`Route` with why; what the user is told of it is tanplan.engine.route_notes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import jax
 from tanplan import task as tasks
 from tanplan.config import Config
 from tanplan.dp import clipping, ghost
+from tanplan.engine import route_cost
 from tanplan.errors import UsageError
 
 # A memo of the numeric self-check, a pure function of (model config, parameter structure, input shape):
@@ -31,35 +33,51 @@ class Route:
 
     name: str
     reason: str | None = None
+    cost: str | None = None  # grad_method auto, private: the two routes' costs at the chunk size, and the rule
 
 
-def choose(cfg: Config, logits_fn, params, example_x) -> Route:
-    """The route of cfg's run (see `make_grad_sum`); UsageError when train.grad_method = "ghost" is impossible."""
+def choose(cfg: Config, logits_fn, params, example_x, *, rows: int | None = None, augment=None) -> Route:
+    """The route of cfg's run (see `make_grad_sum`); UsageError when train.grad_method = "ghost" is impossible.
+    rows: one device's rows in a chunk (physical_batch_size or fewer); with it, a private run under "auto"
+    whose model allows per-layer norms takes the cheaper route at that size (tanplan.engine.route_cost)."""
     reason = check(cfg, logits_fn, params, example_x)
-    if reason is None and cfg.train.grad_method in ("auto", "ghost"):
+    method = cfg.train.grad_method
+    if reason is None and method == "auto" and cfg.privacy.private and rows is not None:
+        key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]), cfg.data.aug_mult,
+               cfg.data.augmentation, cfg.train.compute_dtype, repr(cfg.task), ghost.MAX_PER_EXAMPLE_BYTES)
+        fns = {name: grad_sum_of(cfg, logits_fn, augment, name) for name in ("ghost", "vmap")}
+        try:
+            found, unit = route_cost.costs(fns, params, example_x, rows, cfg.train.route_cost, key)
+        except Exception as err:  # e.g. a plugged-in task whose labels are not one integer a row: as before
+            return Route("ghost", None, f"no cost at {rows} rows a device ({type(err).__name__}): per-layer kept")
+        name, why = route_cost.verdict(found, unit, rows, cfg.data.aug_mult)
+        return Route(name, None, why)
+    if reason is None and method in ("auto", "ghost"):
         return Route("ghost")
     return Route("vmap" if cfg.privacy.private else "plain", reason)
 
 
-def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x):
+def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x, *, rows: int | None = None):
     """(the per-chunk gradient sum, its Route).
 
     Private: each example's gradient clipped to C, by per-layer norms ("ghost", when the model's
     structure allows it and a numerical check against per-example gradients passes: `check`) or by
-    jax-privacy's vmapped per-example gradients ("vmap"). Non-private: the plain sum, by the same
-    per-layer passes ("ghost") or jax.grad ("plain").
+    jax-privacy's vmapped per-example gradients ("vmap"); under "auto", with rows (a chunk's rows on one
+    device), the cheaper of the two at that size. Non-private: the plain sum, by the same per-layer passes
+    ("ghost") or jax.grad ("plain").
     """
-    route = choose(cfg, logits_fn, params, example_x)
+    route = choose(cfg, logits_fn, params, example_x, rows=rows, augment=augment)
     return grad_sum_of(cfg, logits_fn, augment, route.name), route
 
 
-def grad_sum_of(cfg: Config, logits_fn, augment, route: str):
-    """The per-chunk gradient sum of the named route (clipped to privacy.clip_norm when the run is private)."""
+def grad_sum_of(cfg: Config, logits_fn, augment, route: str, devices: int = 1):
+    """The per-chunk gradient sum of the named route (clipped to privacy.clip_norm when the run is private);
+    devices: how many share the chunk's rows (the per-layer route's memory rule follows one device's rows)."""
     task = tasks.from_config(cfg)
     k = cfg.data.aug_mult
     clip = cfg.privacy.clip_norm if cfg.privacy.private else None
     if route == "ghost":
-        return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task)
+        return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task, devices=devices)
     if clip is None:
         return clipping.nonprivate_grad_sum(logits_fn, augment, k, task)
     return clipping.clipped_grad_sum(logits_fn, clip, augment, k, task)

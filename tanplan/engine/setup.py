@@ -154,7 +154,7 @@ class Run:
     pruning: Pruning | None = None  # what the summary says of the pruning and dropping
     audited: canary_lib.Audited | input_canaries.InputAudited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
-    route_note: str | None = None  # for a plugged-in model: which gradient route applies, and why
+    route_note: str | None = None  # which gradient route applies and why: a plugged-in model, or vmap by its cost
     init: model_init.InitWeights | None = None  # [init]'s public weights
     partition: dp_partition.Partition | None = None  # the trainable parameters (None: all): tanplan.dp.partition
 
@@ -185,6 +185,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     if sparsity.enabled(cfg) and canaries:
         raise ValueError("gradient canaries are inserted by the dense step only, not by the masked step of pruning")
     optimizer = optim.make_optimizer(cfg.train)
+    devices = sharding.run_devices()  # every device, or the one of a proxy (tanplan.workflow.proxy_devices)
     mask = pruned = audited = None
     if sparsity.enabled(cfg):  # pre-pruning / gradient dropping: the masked step of tanplan.dp.grad_drop
         mask = sparsity.prune_mask(cfg, plan, p.logits_fn, params, dataset, jax.random.fold_in(p.init_key, 1), secret)
@@ -194,7 +195,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
         inner = sparsity.masked_step(cfg, plan, p.logits_fn, p.augment, params, optimizer, mask)
         pruned = sparsity.summary_fields(cfg, mask)
     else:
-        grad_sum, route = _grad_sum(cfg, p, params)
+        grad_sum, route = _grad_sum(cfg, p, params, len(devices))
         mech = dp_mechanism.build(plan, route.name, grad_sum, secret)
         trainable = dp_partition.trainable_of(p.partition, params)
         audited = _audited(mech, canaries, canary_kind, trainable, dataset) if canaries else None
@@ -208,9 +209,9 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                jax.jit(_keyed_step(inner, masked=mask is not None, inputs=batches.device_inputs(dataset.train)),
                        donate_argnums=0),
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
-               sharding.data_mesh(jax.devices()), sharding.data_mesh(jax.local_devices()), mask, pruned, audited,
+               sharding.data_mesh(devices), sharding.data_mesh(_local(devices)), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
-               route_note=route_line(cfg.model.name, route) if is_import_path(cfg.model.name) else None,
+               route_note=route_line(cfg.model.name, route) if _said(cfg, route) else None,
                init=p.init, partition=p.partition)
 
 
@@ -226,12 +227,26 @@ def public_inputs(run: Run) -> dict | None:
     return {"init": {"source": run.init.source, "digest": run.init.digest}} if run.init is not None else None
 
 
-def _grad_sum(cfg: Config, p: Prepared, params):
-    """The route's clipped sum over the trainable parameters (tanplan.dp.partition), and the Route."""
+def _grad_sum(cfg: Config, p: Prepared, params, devices: int):
+    """The route's clipped sum over the trainable parameters (tanplan.dp.partition), and the Route, chosen at
+    the planned chunk's rows on each of the run's devices (public: N, q and the config)."""
     logits_fn, trainable = dp_partition.logits_over(p.partition, p.logits_fn, params)
-    route = routes.choose(cfg, logits_fn, trainable, public_example(p.dataset.input_shape))
-    make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name)  # noqa: E731
+    layout = sampling.batch_layout(p.dataset.num_train, p.plan.q, cfg.train.physical_batch_size, devices)
+    route = routes.choose(cfg, logits_fn, trainable, public_example(p.dataset.input_shape),
+                          rows=layout.chunk_size // devices, augment=p.augment)
+    make = lambda f: routes.grad_sum_of(cfg, f, p.augment, route.name, devices)  # noqa: E731
     return dp_partition.grad_sum_over(p.partition, make, p.logits_fn), route
+
+
+def _local(devices) -> list:
+    """This process's devices among the run's."""
+    return [d for d in devices if d.process_index == jax.process_index()]
+
+
+def _said(cfg: Config, route: routes.Route) -> bool:
+    """Whether the run tells its route: a plugged-in model's always, a built-in one's where its cost at the
+    chunk size took it off the per-layer route."""
+    return is_import_path(cfg.model.name) or (route.name == "vmap" and route.cost is not None)
 
 
 def _keyed_step(inner: Callable, *, masked: bool, inputs: Callable = lambda batch: batch) -> Callable:

@@ -28,6 +28,7 @@ from tanplan.outcomes.run_summary import RunSummary
 from tanplan.privacy.plan import plan_from_config, with_dataset_size
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow.batch_law import forms_of, predict, verdict
+from tanplan.workflow.proxy_devices import each_on_one_device
 
 
 def _default_train_fn():
@@ -38,21 +39,29 @@ def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, trai
                  log=print, label: str = "fit", seed_offset: int = 0) -> list[ProxyRun]:
     """Train the proxy at each batch size with `seeds` seeds (experiment seeds seed_offset, ... above the
     config's); one row per run."""
+    jobs = [(int(b), seed) for b in batch_sizes for seed in range(seed_offset, seed_offset + seeds)]
+    return train_runs(cfg, jobs, out, train_fn=train_fn, log=log, label=label)
+
+
+def train_runs(cfg: Config, jobs: Sequence[tuple[int, int]], out: Path | None, *, train_fn: Callable | None = None,
+               log=print, label: str = "fit") -> list[ProxyRun]:
+    """Train the proxy runs (batch size, seed offset) given, one device each and as many at once as there
+    are devices (tanplan.workflow.proxy_devices); one row per run, in the jobs' order."""
     train_fn = train_fn or _default_train_fn()
-    rows = []
-    for b in batch_sizes:
-        for seed in range(seed_offset, seed_offset + seeds):
-            run_cfg = cfg.with_overrides({"train.proxy_batch_size": int(b), "experiment.seed": cfg.experiment.seed + seed})
-            workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
-            # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
-            # from its checkpoint: no new release, no step trained twice
-            summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
-            rows.append(ProxyRun(batch_size=int(b), seed=seed, test_accuracy=float(summary.test_accuracy),
-                                 sigma=float(summary.sigma), steps=int(summary.steps),
-                                 wall_seconds=float(summary.wall_seconds)))
-            log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
-                f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
-    return rows
+
+    def one(job) -> ProxyRun:
+        b, seed = job
+        run_cfg = cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": cfg.experiment.seed + seed})
+        workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
+        # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
+        # from its checkpoint: no new release, no step trained twice
+        summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
+        log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
+            f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
+        return ProxyRun(batch_size=b, seed=seed, test_accuracy=float(summary.test_accuracy),
+                        sigma=float(summary.sigma), steps=int(summary.steps), wall_seconds=float(summary.wall_seconds))
+
+    return each_on_one_device(jobs, one)
 
 
 def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
@@ -218,5 +227,5 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     return result
 
 
-__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "finished_run", "steps_members",
-           "data_members", "privacy_parameter_search", "dataset_size_study"]
+__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "train_runs", "finished_run",
+           "steps_members", "data_members", "privacy_parameter_search", "dataset_size_study"]

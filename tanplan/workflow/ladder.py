@@ -47,7 +47,7 @@ from tanplan.reports.fit import write_fit_report
 from tanplan.reports.ladder import write_ladder_report
 from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
                                         shrunk_variances, verdict)
-from tanplan.workflow.fit import fit_rows, train_points
+from tanplan.workflow.fit import fit_rows, train_runs
 
 LADDER_FILE = "ladder.json"
 
@@ -371,15 +371,16 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
 
     def train(b: int, seeds: int) -> list[float]:
         new = []
-        for _ in range(seeds):
-            seed = next_seed.get(b, 0)
-            next_seed[b] = seed + 1
-            row = reusable.pop((b, seed), None)
-            if row is None:
-                row = train_points(cfg, [b], 1, out, train_fn=train_fn, log=log, label="ladder",
-                                   seed_offset=seed)[0]
-            else:
-                log(f"  ladder: B'={b} seed={seed} reused from {out / LADDER_FILE}")
+        chosen = [next_seed.get(b, 0) + i for i in range(seeds)]
+        next_seed[b] = next_seed.get(b, 0) + seeds
+        kept = {seed: reusable.pop((b, seed), None) for seed in chosen}
+        for seed in (s for s in chosen if kept[s] is not None):
+            log(f"  ladder: B'={b} seed={seed} reused from {out / LADDER_FILE}")
+        # the rung's seeds not trained yet: at once, one device each (tanplan.workflow.proxy_devices)
+        trained = iter(train_runs(cfg, [(b, s) for s in chosen if kept[s] is None], out, train_fn=train_fn,
+                                  log=log, label="ladder"))
+        for seed in chosen:
+            row = kept[seed] or next(trained)
             row = dataclasses.replace(row, source="ladder")
             rows.append(row)
             new.append(row.test_accuracy)

@@ -2,10 +2,12 @@
 config (as `tanplan bench` times several) gets its own verdict, and a refusal names the model refused."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tanplan.config import Config, TrainConfig
+from tanplan.config import Config, PrivacyConfig, TrainConfig
+from tanplan.dp import augmult, clipping, ghost
 from tanplan.engine import routes
 from tanplan.engine.bench import bench_model
 from tanplan.errors import UsageError
@@ -54,3 +56,106 @@ def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypat
     public = routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x)
     assert public == routes.Route("plain", route.reason)
     assert "gradient route plain" in route_line("vit_tiny", public)
+
+
+def _small_cnn():
+    """cnn2d, width 4, on 8×8×3 inputs: convolutions over 64 positions, whose Gram norms cost far more than
+    their per-example gradients (T·(D+O) ≫ D·O)."""
+    net = create_model("cnn2d", 10, width=4, depth=1)
+    x = np.zeros((2, 8, 8, 3), np.float32)
+    params = net.init(jax.random.key(0), x[:1])["params"]
+    return (lambda p, xb: net.apply({"params": p}, xb)), params, x
+
+
+def _conv_kernel(params) -> int:
+    """Its convolution's kernel size D·O (the dense layers, one position each, never form or take Gram norms)."""
+    return max(leaf.size for leaf in jax.tree.leaves(params) if leaf.ndim == 4)
+
+
+def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch):
+    """At a chunk whose per-example gradients fit one device's budget the per-layer route forms them (about
+    vmap's FLOPs) and is kept; at a larger chunk it falls back to Gram norms, costlier than vmap: vmap. The
+    sentence carries both counts and the rule, and the counts are XLA's own (checked against a lowering)."""
+    from tanplan.engine import route_cost
+    from tanplan.engine.route_notes import route_line
+
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    monkeypatch.setattr(route_cost, "_COSTS", {})
+    logits, params, x = _small_cnn()
+    small, large = 2, 16
+    monkeypatch.setattr(ghost, "MAX_PER_EXAMPLE_BYTES", small * _conv_kernel(params) * 4)  # fits 2 rows, not 16
+    cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto"))
+
+    kept = routes.choose(cfg, logits, params, x, rows=small)
+    moved = routes.choose(cfg, logits, params, x, rows=large)
+    assert kept.name == "ghost" and moved.name == "vmap"
+    for route, rows in ((kept, small), (moved, large)):
+        assert f"at {rows} rows × 1 view a device" in route.cost and "GFLOP" in route.cost
+    assert f"> {route_cost.MARGIN:g}" in moved.cost and f"≤ {route_cost.MARGIN:g}" in kept.cost
+    assert moved.cost in route_line("cnn2d", moved) and "costs more at this chunk" in route_line("cnn2d", moved)
+    assert kept.cost in route_line("cnn2d", kept)
+
+    # The larger chunk's ghost count is that of Gram norms: above the same route with a budget that forms them.
+    args = route_cost._public_args(params, x, large)
+    gram = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0), args)
+    vmap = route_cost._flops(clipping.clipped_grad_sum(logits, 1.0), args)
+    formed = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0, devices=large), args)
+    assert gram > route_cost.MARGIN * vmap and formed <= route_cost.MARGIN * vmap
+    assert f"ghost {gram * 1e-9:.4g} GFLOP, vmap {vmap * 1e-9:.4g} GFLOP" in moved.cost
+
+    # Forced routes and non-private runs are not weighed; without the chunk size neither.
+    forced = cfg.with_overrides({"train.grad_method": "ghost"})
+    assert routes.choose(forced, logits, params, x, rows=large).name == "ghost"
+    assert routes.choose(cfg, logits, params, x) == routes.Route("ghost")
+    assert routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x, rows=large).cost is None
+
+    # No count to be had (a lowering that fails: e.g. a plugged-in task's labels): the per-layer route, said so.
+    monkeypatch.setattr(route_cost, "_COSTS", {})
+    monkeypatch.setattr(route_cost, "_flops", lambda fn, args: (_ for _ in ()).throw(TypeError("labels")))
+    fallback = routes.choose(cfg, logits, params, x, rows=large)
+    assert fallback.name == "ghost" and fallback.cost.startswith(f"no cost at {large} rows a device (TypeError)")
+
+
+def test_the_per_layer_memory_rule_follows_one_devices_rows(monkeypatch):
+    """A chunk split over d devices holds 1/d of each layer's per-example gradients on each: the same 16 rows
+    take Gram norms on one device and form the gradients on eight (fewer FLOPs), with the same sum."""
+    from tanplan.engine import route_cost
+
+    logits, params, x = _small_cnn()
+    args = route_cost._public_args(params, x, 16)
+    budget = 2 * _conv_kernel(params) * 4
+    monkeypatch.setattr(ghost, "MAX_PER_EXAMPLE_BYTES", budget)
+    one = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0), args)
+    eight = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0, devices=8), args)
+    rng = np.random.default_rng(0)
+    xs = jnp.asarray(rng.normal(size=(16, 8, 8, 3)).astype(np.float32))
+    ys, mask = jnp.arange(16, dtype=jnp.int32) % 10, jnp.ones((16,), bool)
+    keys = augmult.example_keys(jax.random.key(0), jnp.arange(16))
+    sums = [jax.jit(ghost.ghost_clipped_grad_sum(logits, 1.0, devices=d))(params, xs, ys, keys, mask)[0]
+            for d in (1, 8)]
+    assert eight < one
+    for a, b in zip(jax.tree.leaves(sums[0]), jax.tree.leaves(sums[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+def test_measured_mode_takes_the_faster_route(monkeypatch):
+    """train.route_cost = measure: each route compiled and timed on public inputs, the faster taken (the
+    timing stubbed here so that either order is seen; one real timing checks the figures are positive)."""
+    from tanplan.engine import route_cost
+
+    logits, params, x = _small_cnn()
+    cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto", route_cost="measure"))
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    for ghost_s, vmap_s, expected in ((0.002, 0.001, "vmap"), (0.001, 0.002, "ghost")):
+        monkeypatch.setattr(route_cost, "_COSTS", {})
+        fake = lambda fn, args, g=ghost_s, v=vmap_s: g if "ghost" in fn.__qualname__ else v  # noqa: E731
+        monkeypatch.setattr(route_cost, "_timed", fake)
+        route = routes.choose(cfg, logits, params, x, rows=4)
+        assert route.name == expected
+        assert route.cost.startswith("measured: ")
+        assert f"ghost {ghost_s * 1e3:.4g} ms, vmap {vmap_s * 1e3:.4g} ms" in route.cost
+    monkeypatch.undo()
+    monkeypatch.setattr(route_cost, "_COSTS", {})
+    found, unit = route_cost.costs({"ghost": ghost.ghost_clipped_grad_sum(logits, 1.0),
+                                    "vmap": clipping.clipped_grad_sum(logits, 1.0)}, params, x, 2, "measure", "k")
+    assert unit == "ms" and all(seconds > 0 for seconds in found.values())
