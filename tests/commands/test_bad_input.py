@@ -252,7 +252,9 @@ CASES = [
     (["sweep", *TINY, "--proxy-batch-size", "64", "--out", "{root}/s9", "--set", "privacy.delta=0.9"], 2, "≥ 1/N",
      True),
     (["fit", *TINY, "--out", "{root}/f5", "--set", "privacy.delta=1e-400"], 2, "underflows to 0", False),
-    (["fit", *TINY, "--out", "{root}/f6", "--set", "tuning.path={root}"], 2, "no such file", False),
+    # a folder is a memmap public set since issue 31: one without meta.json is refused as such
+    (["fit", *TINY, "--out", "{root}/f6", "--set", "tuning.path={root}"], 2, "not a memmap folder", False),
+    (["fit", *TINY, "--out", "{root}/f7", "--set", "tuning.path={root}/nope.npz"], 2, "no such file", False),
     (["run", *NPZ, "--out", "{root}/r5", "--set", "tuning.path={private.npz}"], 2, "is the private data file", False),
     (["run", *TINY, "--out", "{root}/r6", "--set", "data.dataset=npz", "--set", "data.path={private.npz}"], 2,
      "needs tuning.path", False),
