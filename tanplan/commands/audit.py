@@ -7,9 +7,10 @@ import argparse
 import sys
 
 from tanplan import api
-from tanplan.commands._args import positive_int, print_json, print_table
+from tanplan.commands._args import positive_int
+from tanplan.commands._audit_output import finish
 from tanplan.commands.audit_final import execute_final
-from tanplan.errors import PrivacyViolation, UsageError
+from tanplan.errors import UsageError
 from tanplan.outcomes.audit import AuditResult
 from tanplan.outcomes.final_audit import CANARY_KINDS as FINAL_KINDS
 from tanplan.outcomes.final_audit import DEFAULT_KIND
@@ -68,15 +69,7 @@ def execute(args) -> int:
     result = api.audit(args.config, args.out, overrides=args.overrides, canaries=args.canaries,
                        proxy_batch_size=args.proxy_batch_size, confidence=args.confidence, progress=not args.quiet,
                        log=lambda line: print(line, file=sys.stderr), canary_kind=args.canary_kind or "gradient")
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print_table(_rows(result, args.out), title=f"tanplan audit: "
-                    f"{api.as_config(args.config, args.overrides).experiment.name}")
-        print(result.note)
-    if result.verdict == "violation":
-        raise PrivacyViolation(f"privacy violation: {result.reason}")
-    return 0
+    return finish(result, args, "tanplan audit", _rows(result, args.out))
 
 
 def _rows(result: AuditResult, out: str | None) -> list[tuple[str, str]]:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import sys
 
 from tanplan import api
-from tanplan.commands._args import print_json, print_table
-from tanplan.errors import PrivacyViolation
+from tanplan.commands._audit_output import finish
 from tanplan.outcomes.final_audit import FinalAuditResult
 
 
@@ -17,15 +16,7 @@ def execute_final(args) -> int:
                              kind=args.canary_kind, proxy_batch_size=args.proxy_batch_size,
                              confidence=args.confidence, progress=not args.quiet,
                              log=lambda line: print(line, file=sys.stderr))
-    if args.json:
-        print_json(result.to_dict())
-    else:
-        print_table(_rows(result, args.out), title=f"tanplan audit --final-model: "
-                    f"{api.as_config(args.config, args.overrides).experiment.name}")
-        print(result.note)
-    if result.verdict == "violation":
-        raise PrivacyViolation(f"privacy violation: {result.reason}")
-    return 0
+    return finish(result, args, "tanplan audit --final-model", _rows(result, args.out))
 
 
 def _rows(result: FinalAuditResult, out: str | None) -> list[tuple[str, str]]:
