@@ -9,6 +9,9 @@ experiments/calibration_pools/<setting>.jsonl as the run ends:
     {"kind": "rung" | "launch", "b": B', "seed": s, "acc": ..., "acc_no_ema": ..., "sigma": σ',
      "steps": S, "diverged_at_step": null, "wall": seconds}
 
+and, for a setting that starts from pretrained weights ([init]: the `finetune` setting), "init": the digest of
+those weights (tanplan.models.init.digest_of): a pool resumed with other weights is refused.
+
 A rerun skips the (kind, b, seed) already in the file, so a killed pool resumes. Proxies train where the
 pipeline's proxies train (the config's [tuning] data, at the target's η_step: tanplan.workflow.tuning),
 launches on the private data, both through THE loop (tanplan.engine.loop.train_and_evaluate) with secret
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +36,15 @@ ROOT = Path(__file__).resolve().parent
 POOLS = ROOT / "calibration_pools"
 # The accountant and δ of record (PLD, δ = N^-1.1), given explicitly: a pool must not move with a default.
 PLD = {"privacy.accountant": "pld"}
+# The fine-tuning setting's public weights, pretrained (without privacy) on the shifted public mnist1d set by
+# its prepare step; a cache, not in the repository (experiments/data/ is ignored): its digest is in every row.
+FINETUNE_DATA = ROOT / "data" / "finetune"
+FINETUNE_SHIFTED = FINETUNE_DATA / "mnist1d_shifted.npz"
+FINETUNE_INIT = FINETUNE_DATA / "pretrained"
+FINETUNE_PRETRAIN_SEED = 0  # the pretraining's batches (a public run: a fixed seed makes the init reproducible)
+# The first two of cnn1d's four conv blocks frozen: their features transfer from the shifted set, while the
+# last two blocks and the head still learn the private task (docs/calibration.md, "Fine-tuning").
+FINETUNE_FROZEN = ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ class Setting:
     launches: int
     test_sizes: tuple = (None, None)  # (proxies', launch's) test-set sizes when they differ (batch_law.predict)
     previous_fraction: float = 1 / 16  # the rule before issue 22: its ladder budget for this config
-    prepare: tuple = field(default=())  # names of data files experiments/mnist5k_halves.py must write first
+    prepare: tuple = field(default=())  # steps before training: "mnist5k_halves" (its data files), "finetune_init"
 
 
 def _delta(n: int) -> float:
@@ -66,6 +79,13 @@ SETTINGS = {
                 {**PLD, "privacy.delta": _delta(2000)},
                 {16: 16, 32: 16, 64: 12, 128: 10, 256: 8}, launches=8,
                 prepare=("mnist5k_halves",)),
+        # Issue 31's fine-tuning task (experiments/mnist1d_finetune.toml: N = 4,000, B 512, S 100) from weights
+        # pretrained on the shifted public set, the first two blocks frozen; the proxies learn on the public
+        # mnist1d draw (the same task), from the same weights with the same frozen set, as `tanplan run`'s.
+        Setting("finetune", "experiments/mnist1d_finetune.toml",
+                {**PLD, "privacy.delta": _delta(4000), "init.path": str(FINETUNE_INIT), "init.frozen": FINETUNE_FROZEN},
+                {16: 12, 32: 12, 64: 10, 128: 8, 256: 6, 512: 6}, launches=8, test_sizes=(1000, 1000),
+                prepare=("finetune_init",)),
         # Issue 30's large target: the demo's settings at N = 80,000 (64,000 train) and B = 16384, where the
         # pipeline's budget is 1/8 of B·S. Not trained yet: its 8 launches are ~4 demo launches each
         # (`--plan` gives the cost, about 6 hours of this 2-core machine unloaded).
@@ -111,6 +131,51 @@ def configs(setting: Setting):
     return cfg, tune.proxy_cfg, plan
 
 
+def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> Path:
+    """The fine-tuning setting's init, made once (later calls reuse it): the shifted public set written
+    (experiments/mnist1d_shifted.py) and the setting's model pretrained on it without privacy as
+    experiments/finetune_compare.py does (its PRETRAIN: Adam, lr 0.003, 400 steps, no EMA; experiment.seed 0),
+    its batches from FINETUNE_PRETRAIN_SEED rather than OS entropy: a public run, reproducible."""
+    from finetune_compare import PRETRAIN
+    from mnist1d_shifted import main as write_shifted
+    from tanplan.config import load_config
+    from tanplan.engine.loop import train_and_evaluate
+    from tanplan.engine.setup import load_data
+    from tanplan.workflow.pretrain import check_public, pretrain_config
+
+    if (out / "model" / "params.npz").is_file():
+        return out
+    if not FINETUNE_SHIFTED.is_file():
+        write_shifted(str(FINETUNE_SHIFTED))
+    cfg = load_config(ROOT.parent / setting.config).with_overrides(
+        {**PRETRAIN, "tuning.path": str(FINETUNE_SHIFTED), "experiment.seed": 0})
+    check_public(cfg, load_data)  # the shifted set shares no example with the private draw
+    partial = out.with_name(out.name + ".partial")  # renamed when done: a killed pretraining leaves no init
+    shutil.rmtree(partial, ignore_errors=True)
+    done = train_and_evaluate(pretrain_config(cfg).with_overrides({"privacy.noise_seed": FINETUNE_PRETRAIN_SEED}),
+                              partial, progress=False)
+    partial.rename(out)
+    log(f"pretrained {out}: test accuracy {done.test_accuracy:.3f} on the shifted public set")
+    return out
+
+
+def init_digest(cfg) -> str | None:
+    """The digest of the config's [init] weights (what the run's identity binds), or None without [init]."""
+    from tanplan.models.init import digest_of, read_source
+
+    return digest_of(read_source(cfg)[0]) if (cfg.init.path or cfg.init.loader) else None
+
+
+def check_init_of_pool(path: Path, digest: str | None) -> None:
+    """SystemExit when the pool's rows were trained from other [init] weights than `digest`: one pool, one init."""
+    if not path.is_file():
+        return
+    found = {json.loads(line).get("init") for line in path.read_text().splitlines() if line.strip()}
+    if found - {digest}:
+        raise SystemExit(f"{path}: its runs started from init {sorted(map(str, found))}, these weights are {digest}; "
+                         "move the pool aside (or restore the init it was trained from) before resuming it")
+
+
 def run_pool(setting: Setting, out: Path, log=print) -> None:
     from tanplan.engine.loop import train_and_evaluate
     from tanplan.errors import TrainingDiverged
@@ -120,9 +185,13 @@ def run_pool(setting: Setting, out: Path, log=print) -> None:
             from mnist5k_halves import write_halves
 
             write_halves()
+        elif name == "finetune_init":
+            pretrained_init(setting, log=log)
     cfg, proxy_cfg, plan = configs(setting)
+    digest = init_digest(cfg)
+    check_init_of_pool(out, digest)
     log(f"{setting.name}: B={plan.batch_size} S={plan.steps} σ={plan.sigma:.6g} δ={plan.delta:.6g} "
-        f"ε={plan.epsilon(plan.accountant):.4g} ({plan.accountant})")
+        f"ε={plan.epsilon(plan.accountant):.4g} ({plan.accountant})" + (f" init {digest}" if digest else ""))
     done = done_keys(out)
     for kind, b, seed in schedule(setting):
         if (kind, b, seed) in done:
@@ -137,7 +206,7 @@ def run_pool(setting: Setting, out: Path, log=print) -> None:
         except TrainingDiverged as err:  # a run that diverges is part of the pool: its accuracy is None
             found = {"acc": None, "acc_no_ema": None, "sigma": None, "steps": None, "diverged_at_step": str(err)}
         row = {"kind": kind, "b": b if kind == "rung" else plan.batch_size, "seed": seed, **found,
-               "wall": time.perf_counter() - started}
+               "wall": time.perf_counter() - started, **({"init": digest} if digest else {})}
         log(json.dumps(row))
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")

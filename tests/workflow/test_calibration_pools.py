@@ -1,9 +1,12 @@
-"""experiments/calibration_pools.py: the pools' runs written from the engine's typed summary (resumable), and a
-setting's planned cost (issue 30's large target: planned, not trained here) computed before anything trains."""
+"""experiments/calibration_pools.py: the pools' runs written from the engine's typed summary (resumable), a
+setting's planned cost (issue 30's large target: planned, not trained here) computed before anything trains, and
+the fine-tuning setting (issue 31): its init pretrained once, its digest in every row, its proxies from it."""
 
 import json
 import sys
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from fakes import SMALL, fake_train
 from helpers import ROOT
@@ -12,6 +15,8 @@ sys.path.insert(0, str(ROOT / "experiments"))
 import calibration_pools as pools  # noqa: E402
 
 from tanplan.engine import loop  # noqa: E402
+from tanplan.models.init import digest_of  # noqa: E402
+from tanplan.workflow import pretrain  # noqa: E402
 
 
 def test_a_pool_is_written_from_the_typed_summaries_and_a_rerun_trains_nothing_again(tmp_path, monkeypatch):
@@ -43,3 +48,67 @@ def test_the_large_settings_cost_is_planned_from_a_measured_pool_without_trainin
     all_rungs = (rows[0]["wall"] + rows[1]["wall"]) / (16 * 300 + 32 * 300)  # where the reference has no B'
     seconds = sum(e * (0.005 if b == 32 else 0.01 if b == 16 else all_rungs) for b, e in rung_examples.items())
     assert cost["hours"] == pytest.approx((seconds + 8 * 16384 * 300 * 0.001) / 3600)
+
+
+def test_the_finetune_settings_proxies_start_from_the_launchs_init_with_its_frozen_set_on_the_public_draw():
+    """Issue 31: the fine-tuning pool's proxies are `tanplan run`'s: the same [init] weights and frozen set as
+    the launch, the public mnist1d draw of the same task (not the shifted pretraining set), the target's η_step."""
+    setting = pools.SETTINGS["finetune"]
+    cfg, proxy_cfg, plan = pools.configs(setting)
+    assert plan.batch_size == 512 and plan.steps == 100 and plan.dataset_size == 4000
+    assert plan.delta == pytest.approx(4000 ** -1.1) and plan.accountant == "pld"
+    for c in (cfg, proxy_cfg):
+        assert c.init.path == str(pools.FINETUNE_INIT) and list(c.init.frozen) == pools.FINETUNE_FROZEN
+    assert not cfg.tuning.path  # the shifted set is the pretraining's alone
+    assert proxy_cfg.data.seed == cfg.data.seed + 1 and proxy_cfg.data.dataset == "mnist1d"
+    assert "finetune_init" in setting.prepare and max(setting.rungs) < plan.batch_size and setting.launches >= 8
+
+
+def _fake_pretrain(monkeypatch, calls):
+    def train(cfg, out, progress=False):
+        calls.append(cfg)
+        (out / "model").mkdir(parents=True)
+        np.savez(out / "model" / "params.npz", **{"Dense_0/kernel": np.ones((2, 3), np.float32)})
+        return SimpleNamespace(test_accuracy=0.5)
+
+    monkeypatch.setattr(loop, "train_and_evaluate", train)
+    monkeypatch.setattr(pretrain, "check_public", lambda cfg, load: calls.append(("checked", cfg.tuning.path)))
+
+
+def test_the_finetune_init_is_pretrained_once_without_privacy_on_the_shifted_set_reproducibly(tmp_path, monkeypatch):
+    shifted = tmp_path / "shifted.npz"
+    shifted.write_bytes(b"")  # there: not written again
+    monkeypatch.setattr(pools, "FINETUNE_SHIFTED", shifted)
+    calls = []
+    _fake_pretrain(monkeypatch, calls)
+    out = pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "pre", log=lambda line: None)
+    assert out == tmp_path / "pre" and (out / "model" / "params.npz").is_file()
+    assert not (tmp_path / "pre.partial").exists()
+    assert calls[0] == ("checked", str(shifted))  # the public set checked against the private one first
+    cfg = calls[1]
+    assert not cfg.privacy.private and cfg.privacy.noise_seed == pools.FINETUNE_PRETRAIN_SEED >= 0
+    assert cfg.data.dataset == "npz" and cfg.data.path == str(shifted) and cfg.experiment.seed == 0
+    assert (cfg.train.optimizer, cfg.train.learning_rate, cfg.train.steps, cfg.train.ema_decay) == ("adam", 0.003, 400, 0)
+    assert not cfg.init.path and not cfg.init.frozen  # pretraining starts from experiment.seed's draw, all trainable
+    pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "pre", log=lambda line: None)
+    assert len(calls) == 2  # made once: a second call reuses it
+
+
+def test_a_pool_from_pretrained_weights_records_their_digest_and_refuses_other_weights(tmp_path, monkeypatch):
+    fake = fake_train(law=lambda b: 0.8, noise=0.0)
+    monkeypatch.setattr(loop, "train_and_evaluate", fake)
+    weights = tmp_path / "w.npz"
+    np.savez(weights, **{"Dense_0/kernel": np.zeros((2, 3), np.float32)})
+    overrides = {k: int(v) for k, v in (s.split("=") for s in SMALL)}
+    setting = pools.Setting("tiny", "experiments/mnist1d.toml", {**pools.PLD, **overrides, "init.path": str(weights)},
+                            {16: 1}, launches=1)
+    out = tmp_path / "tiny.jsonl"
+    pools.run_pool(setting, out, log=lambda line: None)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and {r["init"] for r in rows} == {digest_of({"Dense_0/kernel": np.zeros((2, 3), np.float32)})}
+    assert all(c.init.path == str(weights) for c in fake.calls)  # rungs and launch from the same weights
+    np.savez(weights, **{"Dense_0/kernel": np.ones((2, 3), np.float32)})
+    bigger = pools.Setting("tiny", setting.config, setting.overrides, {16: 2}, launches=1)
+    with pytest.raises(SystemExit, match="init"):
+        pools.run_pool(bigger, out, log=lambda line: None)
+    assert len(out.read_text().splitlines()) == 2 and len(fake.calls) == 2  # nothing trained with other weights
