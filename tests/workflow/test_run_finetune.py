@@ -1,0 +1,54 @@
+"""`tanplan run` over fine-tuning (issue 31, item 4) on experiments/mnist1d_finetune.toml with a fake engine
+(fast): every sweep trial, ladder rung and the launch start from the same [init] weights with the same frozen
+set; the proxies learn on the public mnist1d draw, not on the shifted set the weights were pretrained on."""
+
+import numpy as np
+import pytest
+from fakes import fake_sweep_result, fake_train
+from helpers import ROOT
+
+from tanplan.config import config_from_dict, load_config
+from tanplan.workflow import fit as fit_stage
+from tanplan.workflow import launch as launch_module
+from tanplan.workflow.pipeline import run_pipeline
+from tanplan.workflow.sweep import search as sweep
+
+FROZEN = ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """The engine replaced by a flat law (no Ray, no JAX training); the sweep trains two trials through it."""
+    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+
+    def run_sweep(spec, out, **kwargs):
+        for t in range(2):
+            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
+        return fake_sweep_result(spec, {"learning_rate": 1.0}, overrides={"train.learning_rate": 1.0})
+
+    real_launch = launch_module.launch
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(launch_module, "launch",
+                        lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
+    return train_fn
+
+
+def test_every_stage_of_run_starts_from_the_init_with_its_frozen_set(tmp_path, engine, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the init is named relative to here, as the config's comment does
+    (tmp_path / "pre" / "model").mkdir(parents=True)
+    np.savez(tmp_path / "pre" / "model" / "params.npz", **{"Dense_0/kernel": np.zeros((2, 3), np.float32)})
+    cfg = load_config(str(ROOT / "experiments" / "mnist1d_finetune.toml"),
+                      ["data.num_samples=2000", "train.steps=20", "fit.batch_sizes=[16, 32]", "fit.seeds=2",
+                       "fit.max_half_width=50", 'init.path="pre"', f"init.frozen={FROZEN}"])
+    assert not cfg.tuning.path and cfg.fit.law == "noise"  # the proxies' public data is the mnist1d draw
+    summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None)
+    launch_cfg, proxy_cfgs = engine.calls[-1], engine.calls[:-1]
+    assert summary.launched and len(proxy_cfgs) == 2 + 4  # two sweep trials, four ladder runs
+    for c in proxy_cfgs:  # Ray trials run in their own folders: the proxies name the init absolutely
+        assert c.init.path == str(tmp_path / "pre")
+    assert (tmp_path / launch_cfg.init.path).resolve() == tmp_path / "pre"  # the launch runs here
+    assert all(list(c.init.frozen) == FROZEN for c in engine.calls)
+    assert {c.data.seed for c in proxy_cfgs} == {cfg.data.seed + 1} and {c.data.dataset for c in proxy_cfgs} == {"mnist1d"}
+    assert launch_cfg.data.seed == cfg.data.seed and launch_cfg.train.proxy_batch_size == 0
+    assert summary.model == "noise"
