@@ -136,11 +136,11 @@ def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> P
     (experiments/mnist1d_shifted.py) and the setting's model pretrained on it without privacy as
     experiments/finetune_compare.py does (its PRETRAIN: Adam, lr 0.003, 400 steps, no EMA; experiment.seed 0),
     its batches from FINETUNE_PRETRAIN_SEED rather than OS entropy: a public run, reproducible."""
-    from finetune_compare import PRETRAIN
+    from finetune_compare import PRETRAIN  # lazy: imports tanplan (JAX); --plan stays light
     from mnist1d_shifted import main as write_shifted
     from tanplan.config import load_config
-    from tanplan.engine.loop import train_and_evaluate
-    from tanplan.engine.setup import load_data
+    from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; --plan stays light
+    from tanplan.engine.setup import load_data  # lazy: JAX
     from tanplan.workflow.pretrain import check_public, pretrain_config
 
     if (out / "model" / "params.npz").is_file():
@@ -161,7 +161,7 @@ def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> P
 
 def init_digest(cfg) -> str | None:
     """The digest of the config's [init] weights (what the run's identity binds), or None without [init]."""
-    from tanplan.models.init import digest_of, read_source
+    from tanplan.models.init import digest_of, read_source  # lazy: JAX (flax); --plan stays light
 
     return digest_of(read_source(cfg)[0]) if (cfg.init.path or cfg.init.loader) else None
 
