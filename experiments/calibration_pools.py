@@ -82,6 +82,8 @@ SETTINGS = {
         # Issue 31's fine-tuning task (experiments/mnist1d_finetune.toml: N = 4,000, B 512, S 100) from weights
         # pretrained on the shifted public set, the first two blocks frozen; the proxies learn on the public
         # mnist1d draw (the same task), from the same weights with the same frozen set, as `tanplan run`'s.
+        # Its B' = 512 is the target's public twin (B, σ, S on the public draw; the ladder never trains it): it
+        # tells the law's error from the public draw's (experiments/calibration_twin.py).
         Setting("finetune", "experiments/mnist1d_finetune.toml",
                 {**PLD, "privacy.delta": _delta(4000), "init.path": str(FINETUNE_INIT), "init.frozen": FINETUNE_FROZEN},
                 {16: 12, 32: 12, 64: 10, 128: 8, 256: 6, 512: 6}, launches=8, test_sizes=(1000, 1000),

@@ -61,7 +61,9 @@ def test_the_finetune_settings_proxies_start_from_the_launchs_init_with_its_froz
         assert c.init.path == str(pools.FINETUNE_INIT) and list(c.init.frozen) == pools.FINETUNE_FROZEN
     assert not cfg.tuning.path  # the shifted set is the pretraining's alone
     assert proxy_cfg.data.seed == cfg.data.seed + 1 and proxy_cfg.data.dataset == "mnist1d"
-    assert "finetune_init" in setting.prepare and max(setting.rungs) < plan.batch_size and setting.launches >= 8
+    assert "finetune_init" in setting.prepare and setting.launches >= 8
+    # rungs below the target for the ladder, and its public twin (B' = B: the target on the public draw)
+    assert max(b for b in setting.rungs if b < plan.batch_size) == 256 and setting.rungs[plan.batch_size] >= 2
 
 
 def _fake_pretrain(monkeypatch, calls):
