@@ -37,11 +37,12 @@ POOLS = ROOT / "calibration_pools"
 # The accountant and δ of record (PLD, δ = N^-1.1), given explicitly: a pool must not move with a default.
 PLD = {"privacy.accountant": "pld"}
 # The fine-tuning setting's public weights, pretrained (without privacy) on the shifted public mnist1d set by
-# its prepare step; a cache, not in the repository (experiments/data/ is ignored): its digest is in every row.
-FINETUNE_DATA = ROOT / "data" / "finetune"
+# its prepare step, and kept in the repository beside the pool (96 KB): two pretrainings with the same seeds
+# differ in their last bits on a CPU, so a pool is tied to its weights (their digest is in every row).
+FINETUNE_DATA = ROOT / "data" / "finetune"  # the shifted set and the pretraining's run folder (ignored)
 FINETUNE_SHIFTED = FINETUNE_DATA / "mnist1d_shifted.npz"
-FINETUNE_INIT = FINETUNE_DATA / "pretrained"
-FINETUNE_PRETRAIN_SEED = 0  # the pretraining's batches (a public run: a fixed seed makes the init reproducible)
+FINETUNE_INIT = POOLS / "finetune_init.npz"
+FINETUNE_PRETRAIN_SEED = 0  # the pretraining's batches (a public run: no secret needed)
 # The first two of cnn1d's four conv blocks frozen: their features transfer from the shifted set, while the
 # last two blocks and the head still learn the private task (docs/calibration.md, "Fine-tuning").
 FINETUNE_FROZEN = ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]
@@ -134,10 +135,10 @@ def configs(setting: Setting):
 
 
 def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> Path:
-    """The fine-tuning setting's init, made once (later calls reuse it): the shifted public set written
-    (experiments/mnist1d_shifted.py) and the setting's model pretrained on it without privacy as
-    experiments/finetune_compare.py does (its PRETRAIN: Adam, lr 0.003, 400 steps, no EMA; experiment.seed 0),
-    its batches from FINETUNE_PRETRAIN_SEED rather than OS entropy: a public run, reproducible."""
+    """The fine-tuning setting's init, an .npz of the released params, made once (later calls reuse it): the
+    shifted public set written (experiments/mnist1d_shifted.py) and the setting's model pretrained on it
+    without privacy as experiments/finetune_compare.py does (its PRETRAIN: Adam, lr 0.003, 400 steps, no EMA;
+    experiment.seed 0), its batches from FINETUNE_PRETRAIN_SEED rather than OS entropy (a public run)."""
     from finetune_compare import PRETRAIN  # lazy: imports tanplan (JAX); --plan stays light
     from mnist1d_shifted import main as write_shifted
     from tanplan.config import load_config
@@ -145,18 +146,19 @@ def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> P
     from tanplan.engine.setup import load_data  # lazy: JAX
     from tanplan.workflow.pretrain import check_public, pretrain_config
 
-    if (out / "model" / "params.npz").is_file():
+    if out.is_file():
         return out
     if not FINETUNE_SHIFTED.is_file():
         write_shifted(str(FINETUNE_SHIFTED))
     cfg = load_config(ROOT.parent / setting.config).with_overrides(
         {**PRETRAIN, "tuning.path": str(FINETUNE_SHIFTED), "experiment.seed": 0})
     check_public(cfg, load_data)  # the shifted set shares no example with the private draw
-    partial = out.with_name(out.name + ".partial")  # renamed when done: a killed pretraining leaves no init
-    shutil.rmtree(partial, ignore_errors=True)
+    folder = FINETUNE_DATA / "pretrained"  # a fresh run folder each time: a killed pretraining leaves no init
+    shutil.rmtree(folder, ignore_errors=True)
     done = train_and_evaluate(pretrain_config(cfg).with_overrides({"privacy.noise_seed": FINETUNE_PRETRAIN_SEED}),
-                              partial, progress=False)
-    partial.rename(out)
+                              folder, progress=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(folder / "model" / "params.npz", out)
     log(f"pretrained {out}: test accuracy {done.test_accuracy:.3f} on the shifted public set")
     return out
 

@@ -14,8 +14,9 @@ from helpers import ROOT
 sys.path.insert(0, str(ROOT / "experiments"))
 import calibration_pools as pools  # noqa: E402
 
+from tanplan.config import load_config  # noqa: E402
 from tanplan.engine import loop  # noqa: E402
-from tanplan.models.init import digest_of  # noqa: E402
+from tanplan.models.init import digest_of, read_source  # noqa: E402
 from tanplan.workflow import pretrain  # noqa: E402
 
 
@@ -77,23 +78,32 @@ def _fake_pretrain(monkeypatch, calls):
     monkeypatch.setattr(pretrain, "check_public", lambda cfg, load: calls.append(("checked", cfg.tuning.path)))
 
 
-def test_the_finetune_init_is_pretrained_once_without_privacy_on_the_shifted_set_reproducibly(tmp_path, monkeypatch):
+def test_the_finetune_init_is_pretrained_once_without_privacy_on_the_shifted_set(tmp_path, monkeypatch):
     shifted = tmp_path / "shifted.npz"
     shifted.write_bytes(b"")  # there: not written again
     monkeypatch.setattr(pools, "FINETUNE_SHIFTED", shifted)
+    monkeypatch.setattr(pools, "FINETUNE_DATA", tmp_path / "data")
     calls = []
     _fake_pretrain(monkeypatch, calls)
-    out = pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "pre", log=lambda line: None)
-    assert out == tmp_path / "pre" and (out / "model" / "params.npz").is_file()
-    assert not (tmp_path / "pre.partial").exists()
+    out = pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "init.npz", log=lambda line: None)
+    assert out == tmp_path / "init.npz"  # the released params, as [init] path reads them
+    assert digest_of(read_source(load_config(None, [f'init.path="{out}"']))[0]) == digest_of(
+        {"Dense_0/kernel": np.ones((2, 3), np.float32)})
     assert calls[0] == ("checked", str(shifted))  # the public set checked against the private one first
     cfg = calls[1]
     assert not cfg.privacy.private and cfg.privacy.noise_seed == pools.FINETUNE_PRETRAIN_SEED >= 0
     assert cfg.data.dataset == "npz" and cfg.data.path == str(shifted) and cfg.experiment.seed == 0
     assert (cfg.train.optimizer, cfg.train.learning_rate, cfg.train.steps, cfg.train.ema_decay) == ("adam", 0.003, 400, 0)
     assert not cfg.init.path and not cfg.init.frozen  # pretraining starts from experiment.seed's draw, all trainable
-    pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "pre", log=lambda line: None)
+    pools.pretrained_init(pools.SETTINGS["finetune"], out, log=lambda line: None)
     assert len(calls) == 2  # made once: a second call reuses it
+
+
+def test_the_pools_init_is_in_the_repository_with_the_digest_its_rows_record():
+    """The pool is tied to its weights (two pretrainings differ in their last bits): both are kept."""
+    cfg, _, _ = pools.configs(pools.SETTINGS["finetune"])
+    rows = [json.loads(line) for line in (pools.POOLS / "finetune.jsonl").read_text().splitlines() if line.strip()]
+    assert pools.FINETUNE_INIT.is_file() and {r["init"] for r in rows} == {pools.init_digest(cfg)}
 
 
 def test_a_pool_from_pretrained_weights_records_their_digest_and_refuses_other_weights(tmp_path, monkeypatch):
