@@ -89,6 +89,12 @@ SETTINGS = {
                 {**PLD, "privacy.delta": _delta(4000), "init.path": str(FINETUNE_INIT), "init.frozen": FINETUNE_FROZEN},
                 {16: 12, 32: 12, 64: 10, 128: 8, 256: 6, 512: 6}, launches=8, test_sizes=(1000, 1000),
                 prepare=("finetune_init",)),
+        # The same from the same weights with nothing frozen (every parameter fine-tunes): is the slow rise past
+        # the knee the frozen blocks' doing?
+        Setting("finetune_all", "experiments/mnist1d_finetune.toml",
+                {**PLD, "privacy.delta": _delta(4000), "init.path": str(FINETUNE_INIT)},
+                {16: 12, 32: 12, 64: 10, 128: 8, 256: 6, 512: 6}, launches=8, test_sizes=(1000, 1000),
+                prepare=("finetune_init",)),
         # Issue 30's large target: the demo's settings at N = 80,000 (64,000 train) and B = 16384, where the
         # pipeline's budget is 1/8 of B·S. Not trained yet: its 8 launches are ~4 demo launches each
         # (`--plan` gives the cost, about 6 hours of this 2-core machine unloaded).

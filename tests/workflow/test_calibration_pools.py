@@ -51,15 +51,16 @@ def test_the_large_settings_cost_is_planned_from_a_measured_pool_without_trainin
     assert cost["hours"] == pytest.approx((seconds + 8 * 16384 * 300 * 0.001) / 3600)
 
 
-def test_the_finetune_settings_proxies_start_from_the_launchs_init_with_its_frozen_set_on_the_public_draw():
+@pytest.mark.parametrize("name, frozen", [("finetune", pools.FINETUNE_FROZEN), ("finetune_all", [])])
+def test_the_finetune_settings_proxies_start_from_the_launchs_init_with_its_frozen_set_on_the_public_draw(name, frozen):
     """Issue 31: the fine-tuning pool's proxies are `tanplan run`'s: the same [init] weights and frozen set as
     the launch, the public mnist1d draw of the same task (not the shifted pretraining set), the target's η_step."""
-    setting = pools.SETTINGS["finetune"]
+    setting = pools.SETTINGS[name]
     cfg, proxy_cfg, plan = pools.configs(setting)
     assert plan.batch_size == 512 and plan.steps == 100 and plan.dataset_size == 4000
     assert plan.delta == pytest.approx(4000 ** -1.1) and plan.accountant == "pld"
     for c in (cfg, proxy_cfg):
-        assert c.init.path == str(pools.FINETUNE_INIT) and list(c.init.frozen) == pools.FINETUNE_FROZEN
+        assert c.init.path == str(pools.FINETUNE_INIT) and list(c.init.frozen) == frozen
     assert not cfg.tuning.path  # the shifted set is the pretraining's alone
     assert proxy_cfg.data.seed == cfg.data.seed + 1 and proxy_cfg.data.dataset == "mnist1d"
     assert "finetune_init" in setting.prepare and setting.launches >= 8
@@ -99,10 +100,11 @@ def test_the_finetune_init_is_pretrained_once_without_privacy_on_the_shifted_set
     assert len(calls) == 2  # made once: a second call reuses it
 
 
-def test_the_pools_init_is_in_the_repository_with_the_digest_its_rows_record():
+@pytest.mark.parametrize("name", ["finetune", "finetune_all"])
+def test_the_pools_init_is_in_the_repository_with_the_digest_its_rows_record(name):
     """The pool is tied to its weights (two pretrainings differ in their last bits): both are kept."""
-    cfg, _, _ = pools.configs(pools.SETTINGS["finetune"])
-    rows = [json.loads(line) for line in (pools.POOLS / "finetune.jsonl").read_text().splitlines() if line.strip()]
+    cfg, _, _ = pools.configs(pools.SETTINGS[name])
+    rows = [json.loads(line) for line in (pools.POOLS / f"{name}.jsonl").read_text().splitlines() if line.strip()]
     assert pools.FINETUNE_INIT.is_file() and {r["init"] for r in rows} == {pools.init_digest(cfg)}
 
 
