@@ -73,9 +73,12 @@ def dp_sgd(cfg, pre: Path, eps: float, route: str, seeds: int) -> tuple[list[flo
 
 def head_features(cfg, pre: Path):
     """The pretrained encoder's features of the private split (the DP-SGD runs' train/test split) and of
-    the public set (DPPL-Public's pool), standardised with the public statistics: extracted once."""
+    the public set (DPPL-Public's pool), standardised with the public statistics: extracted once; and the
+    pretrained model's own accuracy on the private test split (no private training: the routes' start)."""
     private, public = load_data(cfg), load_data(pretrain_config(cfg))
-    return released_features(pre, private, np.concatenate([public.x_train, public.x_test]))
+    logits = np.asarray(tanplan.load_run(pre).predict(private.x_test))
+    as_is = float(np.mean(logits.argmax(1) == private.y_test))
+    return released_features(pre, private, np.concatenate([public.x_train, public.x_test])), as_is
 
 
 def heads(features, eps: float, delta: float, accountant: str, method: str, seeds: int) -> list[float]:
@@ -100,9 +103,11 @@ def table(results: dict, epsilons: list[float]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def figure(results: dict, epsilons: list[float], path: Path, delta: float) -> None:
-    """Test accuracy against ε (log axis), one line per route, ± the sample standard deviation."""
+def figure(results: dict, epsilons: list[float], path: Path, delta: float, as_is: float) -> None:
+    """Test accuracy against ε (log axis), one line per route, ± the sample standard deviation; dotted, the
+    pretrained model as it is (no private training)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    ax.axhline(as_is, color="grey", linestyle=":", label="pretrained, as it is (no private data)")
     for name in [*ROUTES, *HEADS]:
         runs = [results[f"{eps:g}|{name}"] for eps in epsilons]
         ax.errorbar(epsilons, [statistics.mean(a) for a in runs], yerr=[statistics.stdev(a) for a in runs],
@@ -129,7 +134,8 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     cfg, pre = prepare(out)
-    features = head_features(cfg, pre)
+    features, as_is = head_features(cfg, pre)
+    print(f"the pretrained model as it is, on the private test split: {as_is:.3f}", flush=True)
     delta = cfg.privacy.delta or default_delta(features[0].x_train.shape[0])
     warm_imports(list(HEADS.values()))
     results = {}
@@ -145,9 +151,9 @@ def main() -> None:
             print(f"ε = {eps:g}, {name}: {cell(accs)} ({args.seeds} runs, {time.perf_counter() - started:.0f} s)",
                   flush=True)
     (out / "results.json").write_text(json.dumps({"delta": delta, "accountant": cfg.privacy.accountant,
-                                                  "accuracies": results}, indent=1))
+                                                  "pretrained_as_is": as_is, "accuracies": results}, indent=1))
     (out / "table.md").write_text(table(results, args.epsilons))
-    figure(results, args.epsilons, out / "finetune.png", delta)
+    figure(results, args.epsilons, out / "finetune.png", delta, as_is)
     print(table(results, args.epsilons), end="")
 
 
