@@ -124,15 +124,16 @@ class Outcome:
     parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
 
 
-def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None, sweep_spent: float = 0.0) -> Outcome:
+def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None, sweep_spent: float = 0.0,
+             sets: tuple = ()) -> Outcome:
     """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults: the same Budget the pipeline builds,
-    budget_of, after the sweep's Σ B' a step, sweep_spent) on draws from the pool; floor and forms change
-    fit.min_proxy_budget and fit.law (variants)."""
+    budget_of, after the sweep's Σ B' a step, sweep_spent) on draws from the pool; floor, forms and sets
+    ("fit.key=value" overrides) change fit.min_proxy_budget, fit.law and any other setting (variants)."""
     from tanplan.config import load_config
 
     target = pool.target_batch_size
-    f = load_config(None, [f"train.batch_size={target}"]).fit
-    budget = budget_of(load_config(None, [f"train.batch_size={target}"] +
+    f = load_config(None, [f"train.batch_size={target}", *sets]).fit
+    budget = budget_of(load_config(None, [f"train.batch_size={target}", *sets] +
                                    ([f"fit.min_proxy_budget={floor}"] if floor else [])), sweep_spent)
     outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
                     forms=forms or forms_of(f.law))
@@ -342,6 +343,10 @@ VARIANTS = {  # the same replay with one setting of [fit] changed
     "law = auto": {"forms": forms_of("auto")},
     "budget floor 2048": {"floor": 2048},
 }
+BUDGET_VARIANTS = {  # fit.compute_budget (sweep + ladder ≤ 1/4 of B·S at B ≤ 4096): the rule, and 3 seeds a rung
+    "compute_budget 0.25": {"sets": ("fit.compute_budget=0.25",)},
+    "compute_budget 0.25, 3 seeds": {"sets": ("fit.compute_budget=0.25", "fit.ladder_seeds=3")},
+}
 
 
 def sweep_spent(setting) -> int:
@@ -363,6 +368,8 @@ def main() -> None:
                         "(docs/calibration.md, 'What the width is made of')")
     parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
                         "budget floor of 2048 (docs/calibration.md, 'Variants')")
+    parser.add_argument("--budget", action="store_true", help="also the rule under fit.compute_budget = 0.25, with "
+                        "4 and 3 seeds a rung (docs/calibration.md, 'Under one budget')")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
@@ -379,8 +386,9 @@ def main() -> None:
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
         parts.append(parts_row(pool, new))
-        if args.variants:
-            for label, kwargs in VARIANTS.items():
+        chosen = {**(VARIANTS if args.variants else {}), **(BUDGET_VARIANTS if args.budget else {})}
+        if chosen:
+            for label, kwargs in chosen.items():
                 rng = np.random.default_rng(0)
                 print(evaluate(pool, [new_rule(pool, rng, sweep_spent=spent, **kwargs) for _ in range(args.draws)],
                                label).row())

@@ -20,7 +20,8 @@ most (a replacement is a removal and an addition), and the (ε, δ) of the Gauss
 σ/2; the pure ε-DP methods become 2ε-DP.
 
 Nothing here imports JAX at import time; `tanplan.baselines.runner` ties methods, calibration and
-metrics together and is what the `tanplan baseline` command calls.
+metrics together and is what the `tanplan baseline` command calls. `tanplan.baselines.released` (JAX)
+reads the features a released or pretrained model gives its head, for the heads above.
 """
 
 METHODS = ("dp-ls", "dp-newton", "dp-fc", "dp-adam", "dppl-mean", "dppl-public", "dppl-publick")
