@@ -130,3 +130,25 @@ def fake_sweep_result(spec, params: dict, *, overrides: dict | None = None, sear
                                           interrupted=0),
                        wall_seconds=SweepSeconds(search=0.0, reruns=0.0),
                        files=SweepFiles(trials="sweep.csv", reruns="reruns.csv", study="study.sqlite3"))
+
+
+def fake_pipeline_engine(monkeypatch, train_fn, learning_rate: float):
+    """Patch `tanplan run`'s engine with train_fn: the sweep trains two trials through it (each writes its
+    run folder and ledger) and returns a best of `learning_rate`; the ladder and the launch train through it."""
+    from tanplan.config import config_from_dict
+    from tanplan.workflow import fit as fit_stage
+    from tanplan.workflow import launch as launch_module
+    from tanplan.workflow.sweep import search
+
+    def run_sweep(spec, out, **kwargs):
+        for t in range(2):
+            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
+        return fake_sweep_result(spec, {"learning_rate": learning_rate},
+                                 overrides={"train.learning_rate": learning_rate})
+
+    real_launch = launch_module.launch
+    monkeypatch.setattr(search, "run_sweep", run_sweep)
+    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(launch_module, "launch",
+                        lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
+    return train_fn

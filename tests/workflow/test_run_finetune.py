@@ -4,14 +4,11 @@ set; the proxies learn on the public mnist1d draw, not on the shifted set the we
 
 import numpy as np
 import pytest
-from fakes import fake_sweep_result, fake_train
+from fakes import fake_pipeline_engine, fake_train
 from helpers import ROOT
 
-from tanplan.config import config_from_dict, load_config
-from tanplan.workflow import fit as fit_stage
-from tanplan.workflow import launch as launch_module
+from tanplan.config import load_config
 from tanplan.workflow.pipeline import run_pipeline
-from tanplan.workflow.sweep import search as sweep
 
 FROZEN = ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]
 
@@ -21,17 +18,7 @@ def engine(monkeypatch):
     """The engine replaced by a flat law (no Ray, no JAX training); the sweep trains two trials through it."""
     train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
 
-    def run_sweep(spec, out, **kwargs):
-        for t in range(2):
-            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
-        return fake_sweep_result(spec, {"learning_rate": 1.0}, overrides={"train.learning_rate": 1.0})
-
-    real_launch = launch_module.launch
-    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
-    monkeypatch.setattr(launch_module, "launch",
-                        lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
-    return train_fn
+    return fake_pipeline_engine(monkeypatch, train_fn, 1.0)
 
 
 def test_every_stage_of_run_starts_from_the_init_with_its_frozen_set(tmp_path, engine, monkeypatch):

@@ -8,14 +8,12 @@ import random
 from pathlib import Path
 
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train
+from fakes import SMALL, fake_pipeline_engine, fake_train
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
 from tanplan.engine import loop
 from tanplan.privacy import accounting
-from tanplan.workflow import fit as fit_stage
-from tanplan.workflow import launch as launch_module
 from tanplan.workflow import total_budget
 from tanplan.workflow.ladder import Budget, climb
 from tanplan.workflow.pipeline import run_pipeline
@@ -70,19 +68,7 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
 def fake_engine(monkeypatch):
     train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
 
-    def fake_sweep(spec, out, **kwargs):  # two trials through the fake engine (each writes its ledger)
-        from tanplan.config import config_from_dict
-
-        for t in range(2):
-            train_fn(config_from_dict(spec.base).with_overrides({"experiment.seed": t}), out / "trials" / f"t{t}")
-        return fake_sweep_result(spec, {"learning_rate": 2.5}, overrides={"train.learning_rate": 2.5})
-
-    real_launch = launch_module.launch
-    monkeypatch.setattr(search, "run_sweep", fake_sweep)
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
-    monkeypatch.setattr(launch_module, "launch",
-                        lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
-    return train_fn
+    return fake_pipeline_engine(monkeypatch, train_fn, 2.5)  # two sweep trials, each with its ledger
 
 
 @pytest.mark.parametrize("tuning_data", ["private", "public"])
