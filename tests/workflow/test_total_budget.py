@@ -103,23 +103,21 @@ def test_the_ladder_bound_covers_every_way_to_spend_its_budget():
     for extra in ({}, {16: 1}, {32: 1}, {16: 2}):  # every other way to spend the 32 left
         counts = {b: k + extra.get(b, 0) for b, k in climbed.items()}
         assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, counts), delta) <= eps_bound * (1 + 1e-12)
-    # ladders driven to their end by the rule (random accuracies) stay within it too
-    for seed in range(5):
-        rng = random.Random(seed)
-        outcome = climb(lambda b, k: [0.5 + 0.3 * rng.random() for _ in range(k)], budget)
-        trained = {r.batch_size: r.n for r in outcome.rungs}
-        assert sum(b * k for b, k in trained.items()) <= budget.per_step
-        assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+
+    def driven_by_the_rule_within_it(budget, eps_bound, draws):  # random accuracies, the rule to its end
+        for seed in range(draws):
+            rng = random.Random(seed)
+            outcome = climb(lambda b, k: [0.5 + 0.3 * rng.random() for _ in range(k)], budget)
+            trained = {r.batch_size: r.n for r in outcome.rungs}
+            assert sum(b * k for b, k in trained.items()) <= budget.per_step
+            assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+
+    driven_by_the_rule_within_it(budget, eps_bound, 5)  # ladders driven to their end stay within it too
     # a rung climbed with fewer seeds than fit.ladder_seeds (the budget left pays two of four) stays within it
     budget = Budget(16, 4096, 4, 704, 1e-6)  # the demo's ladder after its sweep: 448, then 128 × 2
     bound = total_budget.ladder_counts(budget)
     eps_bound = _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, bound), delta)
-    for seed in range(3):
-        rng = random.Random(seed)
-        outcome = climb(lambda b, k: [0.5 + 0.3 * rng.random() for _ in range(k)], budget)
-        trained = {r.batch_size: r.n for r in outcome.rungs}
-        assert sum(b * k for b, k in trained.items()) <= budget.per_step
-        assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, trained), delta) <= eps_bound * (1 + 1e-12)
+    driven_by_the_rule_within_it(budget, eps_bound, 3)
     assert _rdp_epsilon(_ladder_runs(budget, n, sigma, steps, {16: 4, 32: 4, 64: 4, 128: 2}), delta) <= eps_bound
 
 
