@@ -153,3 +153,10 @@ def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, train_counts: np.n
     """Accuracy on the test examples of the minority classes (Wahdany et al. 2024 §5.2: the smallest 25%)."""
     mask = np.isin(y_true, minority_classes(train_counts))
     return float(np.mean(y_true[mask] == y_pred[mask])) if mask.any() else float("nan")
+
+
+def public_standardiser(public_features: np.ndarray):
+    """f -> (f − mean) / std with the PUBLIC features' statistics (a dead unit, std 0, is left centred)."""
+    mean, std = public_features.mean(0), public_features.std(0)
+    std = np.where(std > 1e-8, std, 1.0)
+    return lambda f: (f - mean) / std

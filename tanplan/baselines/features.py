@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tanplan.baselines.data import FEATURE_KEYS
+from tanplan.baselines.data import FEATURE_KEYS, public_standardiser
 from tanplan.data.cache import cache_dir, load_arrays, save_arrays
 from tanplan.data.mnist1d import load_mnist1d
 from tanplan.fileio import write_bytes_atomic
@@ -128,11 +128,10 @@ def build_demo_features(spec: DemoSpec = DemoSpec()):
     private = load_mnist1d(spec.private_samples, spec.private_seed)
     encode = train_encoder(public.x_train, public.y_train, spec)
     raw_public, public_logits = encode(np.concatenate([public.x_train, public.x_test]))
-    mean, std = raw_public.mean(0), raw_public.std(0)
-    std = np.where(std > 1e-8, std, 1.0)  # dead units stay at zero instead of dividing by zero
+    by_public = public_standardiser(raw_public)  # public statistics: dead units stay at zero
 
     def standardise(f):
-        return ((f - mean) / std).astype(np.float32)
+        return by_public(f).astype(np.float32)
 
     held_out = public_logits[len(public.x_train):].argmax(1)
     info = {"encoder_public_test_accuracy": float(np.mean(held_out == public.y_test))}

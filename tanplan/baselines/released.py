@@ -20,7 +20,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from tanplan.baselines.data import FeatureSet, feature_set
+from tanplan.baselines.data import FeatureSet, feature_set, public_standardiser
 from tanplan.engine.release import LoadedRun, load_run
 from tanplan.errors import UsageError
 from tanplan.models.init import default_head
@@ -70,13 +70,6 @@ def head_inputs(run: LoadedRun, x: np.ndarray, head: str | None = None, batch: i
         padded = np.concatenate([chunk, np.zeros((batch - len(chunk), *chunk.shape[1:]), np.float32)])
         out.append(np.asarray(fn(padded))[:len(chunk)])
     return np.concatenate(out).astype(np.float64)
-
-
-def public_standardiser(public_features: np.ndarray):
-    """f -> (f − mean) / std with the PUBLIC features' statistics (a dead unit, std 0, is left centred)."""
-    mean, std = public_features.mean(0), public_features.std(0)
-    std = np.where(std > 1e-8, std, 1.0)
-    return lambda f: (f - mean) / std
 
 
 def released_features(folder: str | Path, private, public_x: np.ndarray,
