@@ -124,17 +124,20 @@ class Outcome:
     parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
 
 
-def new_rule(pool: Pool, rng, *, floor: int | None = None, forms=None, sweep_spent: float = 0.0,
+def new_rule(pool: Pool, rng, *, cfg=None, floor: int | None = None, forms=None, sweep_spent: float = 0.0,
              sets: tuple = ()) -> Outcome:
-    """The pipeline's rule (tanplan.workflow.ladder with [fit]'s defaults: the same Budget the pipeline builds,
-    budget_of, after the sweep's Σ B' a step, sweep_spent) on draws from the pool; floor, forms and sets
-    ("fit.key=value" overrides) change fit.min_proxy_budget, fit.law and any other setting (variants)."""
-    from tanplan.config import load_config
+    """The pipeline's rule (tanplan.workflow.ladder with cfg's [fit], by default [fit]'s defaults: the same
+    Budget the pipeline builds, budget_of, after the sweep's Σ B' a step, sweep_spent) on draws from the pool;
+    floor, forms and sets ("fit.key=value" overrides) change fit.min_proxy_budget, fit.law and any other
+    setting (variants)."""
+    from tanplan.config import load_config, parse_override
 
     target = pool.target_batch_size
-    f = load_config(None, [f"train.batch_size={target}", *sets]).fit
-    budget = budget_of(load_config(None, [f"train.batch_size={target}", *sets] +
-                                   ([f"fit.min_proxy_budget={floor}"] if floor else [])), sweep_spent)
+    base = cfg if cfg is not None else load_config(None)
+    more = list(sets) + ([f"fit.min_proxy_budget={floor}"] if floor else [])
+    cfg = base.with_overrides({"train.batch_size": target, **dict(parse_override(o) for o in more)})
+    f = cfg.fit
+    budget = budget_of(cfg, sweep_spent)
     outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
                     forms=forms or forms_of(f.law))
     compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
@@ -343,18 +346,25 @@ VARIANTS = {  # the same replay with one setting of [fit] changed
     "law = auto": {"forms": forms_of("auto")},
     "budget floor 2048": {"floor": 2048},
 }
-BUDGET_VARIANTS = {  # fit.compute_budget (sweep + ladder ≤ 1/4 of B·S at B ≤ 4096): the rule, and 3 seeds a rung
+BUDGET_VARIANTS = {  # fit.compute_budget (sweep + ladder ≤ 1/4 of B·S at B ≤ 4096) on and off, and 3 seeds a rung
+    "compute_budget 0 (the ladder's own)": {"sets": ("fit.compute_budget=0",)},
     "compute_budget 0.25": {"sets": ("fit.compute_budget=0.25",)},
     "compute_budget 0.25, 3 seeds": {"sets": ("fit.compute_budget=0.25", "fit.ladder_seeds=3")},
 }
 
 
+def setting_config(setting):
+    """The setting's config as `tanplan run` reads it: its file and overrides (its [fit] and [sweep] included)."""
+    from tanplan.config import load_config
+
+    return load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
+
+
 def sweep_spent(setting) -> int:
     """The setting's sweep, Σ B' a step over its runs, as `tanplan run` plans it (its config's [sweep])."""
-    from tanplan.config import load_config
     from tanplan.workflow.pipeline.checks import sweep_batch_size, sweep_per_step
 
-    cfg = load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
+    cfg = setting_config(setting)
     return sweep_per_step(cfg, sweep_batch_size(cfg, None))
 
 
@@ -382,7 +392,9 @@ def main() -> None:
             continue
         pool = load_pool(path, SETTINGS[name].test_sizes)
         spent = sweep_spent(SETTINGS[name])  # the pipeline's ladder gets what fit.compute_budget leaves after it
-        new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction, sweep_spent=spent)
+        cfg = setting_config(SETTINGS[name])  # the rule of record is the setting's config's [fit]
+        new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction, sweep_spent=spent,
+                          cfg=cfg)
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
         parts.append(parts_row(pool, new))
@@ -390,7 +402,8 @@ def main() -> None:
         if chosen:
             for label, kwargs in chosen.items():
                 rng = np.random.default_rng(0)
-                print(evaluate(pool, [new_rule(pool, rng, sweep_spent=spent, **kwargs) for _ in range(args.draws)],
+                print(evaluate(pool, [new_rule(pool, rng, cfg=cfg, sweep_spent=spent, **kwargs)
+                                      for _ in range(args.draws)],
                                label).row())
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)

@@ -99,7 +99,7 @@ def pipeline_budget(cfg: Config) -> float | None:
     target: the fraction falls as the target grows (1/4 at B = 4096, 1/8 at 16384, 1/16 at 65536).
 
         >>> from tanplan.config import load_config
-        >>> [pipeline_budget(load_config(None, [f"train.batch_size={b}"])) for b in (1024, 4096, 16384)]
+        >>> [pipeline_budget(load_config(None, [f"train.batch_size={b}", "fit.compute_budget=0.25"])) for b in (1024, 4096, 16384)]
         [1024, 1024.0, 2048.0]
     """
     f, target = cfg.fit, cfg.train.batch_size
@@ -238,8 +238,8 @@ def expected_half_width(rungs: Sequence[Rung], prediction: Prediction, batch_siz
     and the spread as they are: Var(law's mean at B) from the design with the new runs (at the spread's
     variance there), and the Student quantile with the new seeds' degrees of freedom when they land where
     the launch's spread is measured and it is pooled. A seed inside the law's window keeps the
-    misspecification as it is; a rung above the window is credited with removing it, since it measures the
-    law where the misfit was extrapolated (it may show more misfit instead: the rule cannot know before it
+    misspecification and the knee's uncertainty as they are; a rung above the window is credited with
+    removing both, since it measures the law where the misfit was extrapolated (it may show more misfit instead: the rule cannot know before it
     trains it, and the next prediction holds out the new rung)."""
     law, spread = prediction.law, prediction.spread
     window = [r for r in rungs if r.batch_size in law.window]
@@ -257,8 +257,10 @@ def expected_half_width(rungs: Sequence[Rung], prediction: Prediction, batch_siz
         added = seeds if batch_size in {r.batch_size for r in window} else seeds - 1
         quantile = float(stats.t.ppf(0.5 + prediction.level / 2, max(spread.dof, 1) + added))
     # A rung above the window measures the law where its misfit was extrapolated: the held-out error it
-    # would replace is counted as what it can remove. A seed inside the window cannot remove any.
-    misfit = 0.0 if batch_size > max(law.window) else prediction.var_misspecification
+    # would replace is counted as what it can remove, and it shows where the plateau is (the knee's place,
+    # var_knee). A seed inside the window is credited with neither.
+    above = batch_size > max(law.window)
+    misfit = 0.0 if above else prediction.var_misspecification + prediction.chosen.var_knee
     return quantile * math.sqrt(var_mean + prediction.var_launch + misfit)
 
 

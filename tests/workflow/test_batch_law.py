@@ -149,7 +149,9 @@ def test_a_test_set_difference_is_reported_beside_the_interval_not_in_it():
 
 def test_two_rungs_predict_from_the_top_one():
     data = [(16, 0.80), (16, 0.82), (32, 0.85), (32, 0.87)]
-    assert predict(data, 1024).mean == pytest.approx(0.86)  # the rise ends where the data end
+    # The rise ends where the data end: the top rung's mean, but for the flat law's weight in the knee's
+    # average (exp(−χ²/2) with χ² = 12.5 here: 0.2%, which moves the mean by 0.01 points)
+    assert predict(data, 1024).mean == pytest.approx(0.86, abs=2e-4)
     assert held_out(rungs_of(data), "knee").errors == ()
 
 

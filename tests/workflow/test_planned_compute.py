@@ -62,13 +62,15 @@ def test_the_pipelines_compute_is_at_most_a_quarter_of_the_demos_and_an_eighth_a
 def test_a_pipeline_budget_that_cannot_pay_the_ladder_after_the_sweep_is_not_launched_before_anything(tmp_path,
                                                                                                      capsys):
     out = tmp_path / "run"
-    args = ["run", "--config", CONFIG, "--set", "sweep.trials=20", "--set", ON, "--out", str(out)]  # 26 × 32 = 832·S
+    args = ["run", "--config", CONFIG, "--set", "sweep.trials=20", "--set", ON, "--out", str(out)]
+    sweep = load_config(CONFIG, ["sweep.trials=20"]).sweep
+    runs = sweep.trials + sweep.top_k * sweep.seeds  # at B' = 32: 24 × 32 = 768·S of the 1024·S, 448·S short
     for extra in (["--dry-run"], []):
         assert main(args + extra) == 4
         captured = capsys.readouterr()
         assert captured.out == "" and not out.exists()
         err = captured.err.strip().splitlines()
-        assert len(err) == 1 and "raise fit.compute_budget" in err[0] and "after the sweep's 832·S" in err[0]
+        assert len(err) == 1 and "raise fit.compute_budget" in err[0] and f"after the sweep's {runs * 32}·S" in err[0]
 
 
 def test_an_explicit_list_is_planned_exactly_and_bad_input_exits_2_before_anything(tmp_path, capsys):

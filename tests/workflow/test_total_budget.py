@@ -44,17 +44,23 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
     assert code == 3 and stdout == "" and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
     # The figure: every planned release composed, recomputed here from the config (RDP: the proxies' σ' is
-    # below PLD's domain): 4 trials and 2 × 3 re-runs at the ladder's second rung (32), the ladder's costliest
-    # runs within its own budget (fit.compute_budget is off by default), and the launch.
+    # below PLD's domain): the sweep's trials and top_k × seeds re-runs at the ladder's second rung (32), the
+    # ladder's costliest runs within what the pipeline's budget (the config's fit.compute_budget: 1/4 of B·S)
+    # leaves after the sweep, and the launch.
     cfg = load_config(CONFIG)
     n = load_data(cfg).num_train
     target = resolve_plan(cfg, n)
-    b = budget_of(cfg, (4 + 2 * 3) * 32)
+    sweep_runs = cfg.sweep.trials + cfg.sweep.top_k * cfg.sweep.seeds
+    b = budget_of(cfg, sweep_runs * 32)
     runs = [(q * 32 / target.batch_size, target.sigma * 32 / target.batch_size, target.steps)
-            for q in [target.q]] * (4 + 2 * 3)
-    assert b.per_step == 1024  # the ladder's own: max(1/4·B, 1024); the sweep's runs are not taken from it
-    counts = {16: 4, 32: 4, 64: 4, 128: 4}
-    counts[16] += int((b.per_step - 4 * (16 + 32 + 64 + 128)) // 16)
+            for q in [target.q]] * sweep_runs
+    assert b.per_step == target.batch_size / 4 - sweep_runs * 32  # the quarter of B·S, less the sweep's runs
+    counts, left = {}, b.per_step  # the climb, 4 seeds a rung while they fit; what is left, at B' = 16
+    for size in (16, 32, 64, 128, 256):
+        if 4 * size > left:
+            break
+        counts[size], left = 4, left - 4 * size
+    counts[16] += int(left // 16)
     for size, k in counts.items():
         runs += [(size / n, target.sigma * size / target.batch_size, target.steps)] * k
     runs.append((target.q, target.sigma, target.steps))
