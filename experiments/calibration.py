@@ -336,8 +336,9 @@ def pools_table(pools: list[Pool]) -> str:
     for p in pools:
         cells = [f"{statistics.fmean(p.rungs[b]):.3f} ± {statistics.stdev(p.rungs[b]):.3f} ({len(p.rungs[b])})"
                  if len(p.rungs.get(b, [])) > 1 else "—" for b in sizes]
-        lines.append(f"| {p.name} | {p.target_batch_size} | " + " | ".join(cells) +
-                     f" | {p.launch_mean:.3f} ± {p.launch_std:.3f} ({len(p.launches)}) |")
+        launches = (f"{p.launch_mean:.3f} ± {p.launch_std:.3f} ({len(p.launches)})" if len(p.launches) > 1 else
+                    " ".join(f"{a:.3f}" for a in p.launches) + f" ({len(p.launches)})")
+        lines.append(f"| {p.name} | {p.target_batch_size or '—'} | " + " | ".join(cells) + f" | {launches} |")
     return "\n".join(lines)
 
 
@@ -391,6 +392,10 @@ def main() -> None:
             print(f"| {name} | (no pool: experiments/calibration_pools.py --setting {name}) |")
             continue
         pool = load_pool(path, SETTINGS[name].test_sizes)
+        if len(pool.launches) < SETTINGS[name].launches:  # a pool being trained: its coverage would say nothing
+            print(f"| {name} | (pool incomplete: {len(pool.launches)} of {SETTINGS[name].launches} launches; "
+                  f"experiments/calibration_pools.py --setting {name} resumes it) |")
+            continue
         spent = sweep_spent(SETTINGS[name])  # the pipeline's ladder gets what fit.compute_budget leaves after it
         cfg = setting_config(SETTINGS[name])  # the rule of record is the setting's config's [fit]
         new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction, sweep_spent=spent,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tanplan.workflow.batch_law import (AUTO_FORMS, Rung, eval_set_variance, fit_form, fit_spread, forms_of,
-                                        held_out, predict, rungs_of, verdict, window_of)
+                                        held_out, knee_average, predict, rungs_of, verdict, window_of)
 
 SIZES = (16, 32, 64, 128, 256)
 HINGE = lambda b: 0.85 - 0.05 * max(0.0, math.log2(64 / b))  # noqa: E731  rising 5 points a doubling to 64
@@ -50,6 +50,34 @@ def test_the_knee_law_uses_every_rung_and_its_plateau_is_the_prediction():
     assert p.mean == pytest.approx(0.85, abs=0.004)
     falling = [Rung(b, (0.9 - 0.01 * i - 1e-3, 0.9 - 0.01 * i + 1e-3)) for i, b in enumerate(SIZES)]
     assert fit_form(falling, "knee").knee == 16  # no rise: the flat law, not a knee with a negative slope
+
+
+def test_an_unclear_knee_averages_the_plateaus_by_likelihood_and_counts_their_spread():
+    # B' = 32 may be on the plateau or still rising: knees at 32 and 64 both fit. Every rung's seeds scatter
+    # alike (±0.02), so each rung's weight is n/s² = 2/0.0008 and each knee's χ² is that times its residuals'
+    # sum of squares: the average is recomputed here by plain least squares, independently of the module.
+    means = {16: 0.75, 32: 0.84, 64: 0.85, 128: 0.86}
+    rungs = [Rung(b, (m - 0.02, m + 0.02)) for b, m in means.items()]
+    b, y = np.array(list(means)), np.array(list(means.values()))
+    plateaus, chi2 = [], []
+    for k in b:
+        x = np.stack([np.ones(len(b)), -np.maximum(0.0, np.log(k / b))], axis=1)
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        if k == b[0] or coef[1] > 0:
+            plateaus.append(coef[0])
+            chi2.append(2 / 0.0008 * float(((y - x @ coef) ** 2).sum()))
+    w = np.exp(-(np.array(chi2) - min(chi2)) / 2)
+    w /= w.sum()
+    mean = float(w @ plateaus)
+    assert knee_average(rungs) == pytest.approx((mean, float(w @ (np.array(plateaus) - mean) ** 2)))
+    p = predict([(r.batch_size, a) for r in rungs for a in r.accuracies], 4096)
+    best = p.law.coef[0]  # the best knee's plateau
+    assert p.law.knee == 32 and p.mean == pytest.approx(mean) and mean > best  # pulled toward the later knee
+    assert p.chosen.var_knee > 1e-5 and p.var_mean == pytest.approx(p.chosen.var_mean + p.chosen.var_knee)
+    # a clear knee: its plateau, and a spread that hardly counts beside the coefficients' own uncertainty
+    clear = predict(rows(HINGE, np.random.default_rng(1), seeds=6, noise=0.005), 4096)
+    assert clear.chosen.var_knee < 0.01 * clear.chosen.var_mean
+    assert clear.mean == pytest.approx(clear.law.coef[0], abs=1e-4)
 
 
 def test_a_window_leaves_out_a_cliff_the_noise_form_cannot_fit():

@@ -350,6 +350,17 @@ def test_a_rung_above_the_window_is_expected_to_remove_the_misfit_a_seed_cannot(
         assert expected_half_width(rungs, p, b, 1) >= 1.96 * math.sqrt(p.var_misspecification)
 
 
+def test_the_knees_uncertainty_is_removed_by_a_rung_above_the_window_not_by_a_seed_inside():
+    means = {16: 0.75, 32: 0.84, 64: 0.85, 128: 0.86}  # B' = 32: on the plateau or still rising
+    rungs = [Rung(b, (m - 0.02, m + 0.02)) for b, m in means.items()]
+    p = predict([(r.batch_size, a) for r in rungs for a in r.accuracies], 4096)
+    assert p.chosen.var_knee > 1e-5
+    sure = dataclasses.replace(p, chosen=dataclasses.replace(p.chosen, var_knee=0.0))  # the knee's place known
+    assert expected_half_width(rungs, p, 256, 4) == pytest.approx(expected_half_width(rungs, sure, 256, 4))
+    for b in p.law.window:  # a seed inside keeps it
+        assert expected_half_width(rungs, p, b, 1) > expected_half_width(rungs, sure, b, 1) * (1 + 1e-6)
+
+
 def test_the_marginal_rule_climbs_before_it_adds_seeds_when_both_pay():
     rungs, p = _misfit_prediction()
     budget = Budget(16, 1 << 16, 4, 1 << 20, 1e-6, precision=1e-4, max_half_width=1.0)  # every run nearly free
