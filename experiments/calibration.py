@@ -347,10 +347,11 @@ VARIANTS = {  # the same replay with one setting of [fit] changed
     "law = auto": {"forms": forms_of("auto")},
     "budget floor 2048": {"floor": 2048},
 }
-BUDGET_VARIANTS = {  # fit.compute_budget (sweep + ladder ≤ 1/4 of B·S at B ≤ 4096) on and off, and 3 seeds a rung
+BUDGET_VARIANTS = {  # fit.compute_budget (sweep + ladder ≤ 1/4 of B·S at B ≤ 4096) on and off; 4 seeds a rung
     "compute_budget 0 (the ladder's own)": {"sets": ("fit.compute_budget=0",)},
     "compute_budget 0.25": {"sets": ("fit.compute_budget=0.25",)},
-    "compute_budget 0.25, 3 seeds": {"sets": ("fit.compute_budget=0.25", "fit.ladder_seeds=3")},
+    "compute_budget 0, 4 seeds": {"sets": ("fit.compute_budget=0", "fit.ladder_seeds=4")},
+    "compute_budget 0.25, 4 seeds": {"sets": ("fit.compute_budget=0.25", "fit.ladder_seeds=4")},
 }
 
 
@@ -379,8 +380,8 @@ def main() -> None:
                         "(docs/calibration.md, 'What the width is made of')")
     parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
                         "budget floor of 2048 (docs/calibration.md, 'Variants')")
-    parser.add_argument("--budget", action="store_true", help="also the rule under fit.compute_budget = 0.25, with "
-                        "4 and 3 seeds a rung (docs/calibration.md, 'Under one budget')")
+    parser.add_argument("--budget", action="store_true", help="also the rule with fit.compute_budget 0 and 0.25, "
+                        "with 3 (the default) and 4 seeds a rung (docs/calibration.md, 'Results')")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")

@@ -242,7 +242,7 @@ class FitConfig:
                                     "leaves; 0, the default = none (the ladder's own budget only: docs/ladder.md says "
                                     "why)", lo=0, hi=1)
     ladder_start: int = setting(16, "auto: the ladder's first proxy batch size (then doubled)", lo=1)
-    ladder_seeds: int = setting(4, "auto: seeds of each new rung (their scatter is the launch's own spread)", lo=2)
+    ladder_seeds: int = setting(3, "auto: seeds of each new rung (their scatter is the launch's own spread)", lo=2)
     law_share: float = setting(0.3, "auto: the ladder stops adding runs once the law's own uncertainty (its mean at "
                                "B and its misspecification) is within this fraction of one launch's spread",
                                lo=0, lo_open=True)

@@ -78,8 +78,9 @@ def test_default_fit_section_admits_targets_from_256_up(batch):
 
 
 def test_what_the_sweep_spends_comes_out_of_the_ladders_budget_and_a_ladder_it_starves_is_not_launched():
-    cfg = load_config(None, ["train.batch_size=4096", ON])  # the pipeline's budget: 1024·S
-    assert check_ladder(cfg, 320, "the sweep's").per_step == 704  # the demo's sweep: 10 runs at B' = 32
+    # the pipeline's budget: 1024·S; 4 seeds a rung (the first rungs then need 448·S)
+    cfg = load_config(None, ["train.batch_size=4096", ON, "fit.ladder_seeds=4"])
+    assert check_ladder(cfg, 320, "the sweep's").per_step == 704  # a sweep of 10 runs at B' = 32
     with pytest.raises(NotLaunched, match="after the sweep's 640·S") as err:  # the old sweep at B' = 64
         check_ladder(cfg, 640, "the sweep's")
     assert "[16, 32, 64] × 4 seeds need 448·S" in str(err.value)
@@ -159,7 +160,7 @@ def test_ladder_trains_within_budget_writes_its_report_and_a_rerun_reuses_its_ru
     assert sigmas[64] == pytest.approx(4 * sigmas[16])  # constant η_step: σ' ∝ B'
     for name in ("ladder.json", "ladder.png", "ladder.md"):
         assert (tmp_path / name).stat().st_size > 0
-    assert "Steps: B'=16 × 4" in (tmp_path / "ladder.md").read_text()
+    assert f"Steps: B'=16 × {cfg.fit.ladder_seeds}" in (tmp_path / "ladder.md").read_text()
     again = fake_train(law=CURVE, noise=0.01)
     rerun = run_ladder(cfg, tmp_path, train_fn=again, log=quiet)
     assert again.calls == [] and rerun.rungs == result.rungs

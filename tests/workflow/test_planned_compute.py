@@ -152,7 +152,9 @@ def test_the_runs_in_the_out_folder_give_the_throughput_with_their_overheads(tmp
 
 
 def test_the_ladders_run_bound_counts_the_rungs_its_budget_buys_then_single_seeds():
-    cfg = load_config(CONFIG)  # budget 1024 a step: rungs 16, 32, 64, 128 × 4 seeds = 960, then 64 // 16 seeds
+    cfg = load_config(CONFIG, ["fit.ladder_seeds=4"])  # 1024 a step: 16, 32, 64, 128 × 4 = 960, then 64 // 16
     budget = budget_of(cfg)
     assert budget.per_step == 1024 and budget.seeds == 4
     assert ladder_runs_bound(cfg) == 16 + 4
+    three = load_config(CONFIG)  # the default, 3 seeds: 16 … 128 × 3 = 720 (256 × 3 does not fit), then 304 // 16
+    assert budget_of(three).seeds == 3 and ladder_runs_bound(three) == 12 + 19

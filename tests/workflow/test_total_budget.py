@@ -55,11 +55,12 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
     runs = [(q * 32 / target.batch_size, target.sigma * 32 / target.batch_size, target.steps)
             for q in [target.q]] * sweep_runs
     assert b.per_step == target.batch_size / 4 - sweep_runs * 32  # the quarter of B·S, less the sweep's runs
-    counts, left = {}, b.per_step  # the climb, 4 seeds a rung while they fit; what is left, at B' = 16
+    seeds = cfg.fit.ladder_seeds
+    counts, left = {}, b.per_step  # the climb, `seeds` a rung while they fit; what is left, at B' = 16
     for size in (16, 32, 64, 128, 256):
-        if 4 * size > left:
+        if seeds * size > left:
             break
-        counts[size], left = 4, left - 4 * size
+        counts[size], left = seeds, left - seeds * size
     counts[16] += int(left // 16)
     for size, k in counts.items():
         runs += [(size / n, target.sigma * size / target.batch_size, target.steps)] * k
