@@ -343,6 +343,7 @@ def pools_table(pools: list[Pool]) -> str:
 
 
 VARIANTS = {  # the same replay with one setting of [fit] changed
+    "law = knee": {"forms": forms_of("knee")},
     "law = noise": {"forms": forms_of("noise")},
     "law = auto": {"forms": forms_of("auto")},
     "budget floor 2048": {"floor": 2048},
@@ -378,7 +379,7 @@ def main() -> None:
     parser.add_argument("--figures", help="write <setting>.png figures into this folder (docs/calibration/)")
     parser.add_argument("--parts", action="store_true", help="also the interval's parts for the rule of record "
                         "(docs/calibration.md, 'What the width is made of')")
-    parser.add_argument("--variants", action="store_true", help="also the rule with law noise, law auto, and a "
+    parser.add_argument("--variants", action="store_true", help="also the rule with law knee, noise, auto, and a "
                         "budget floor of 2048 (docs/calibration.md, 'Variants')")
     parser.add_argument("--budget", action="store_true", help="also the rule with fit.compute_budget 0 and 0.25, "
                         "with 3 (the default) and 4 seeds a rung (docs/calibration.md, 'Results')")

@@ -88,3 +88,18 @@ def test_the_parts_table_is_the_mean_of_each_parts_std_and_the_width_with_the_la
     cover = np.mean([np.mean(abs(launches - 0.86) <= known[0]), np.mean(abs(launches - 0.85) <= known[1])])
     assert cells[9] == f"{cover:.3f}"
     assert calibration.parts_row(pool, outcomes).count("|") == calibration.PARTS_HEADER.splitlines()[1].count("|")
+
+
+def test_the_replay_reads_the_settings_own_fit_section(pool):
+    """The rule of record is the setting's config: its fit.compute_budget caps the ladder after the sweep (here
+    the pipeline's 1024·S at B = 1024, less a sweep of 512·S), its fit.ladder_seeds sets the first rungs."""
+    from tanplan.config import load_config
+
+    cfg = load_config(None, ["fit.compute_budget=0.25", "fit.ladder_seeds=2"])
+    rng = np.random.default_rng(3)
+    outcomes = [new_rule(pool, rng, cfg=cfg, sweep_spent=512) for _ in range(20)]
+    assert all(sum(b * n for b, n in o.seeds) <= 1024 - 512 for o in outcomes)
+    # the first rung is climbed with fit.ladder_seeds (later seeds may join it): 2 here, 3 by default
+    assert all(o.seeds[0][0] == 16 and o.seeds[0][1] >= 2 for o in outcomes) and min(o.seeds[0][1] for o in outcomes) == 2
+    own = [new_rule(pool, rng, cfg=load_config(None), sweep_spent=512) for _ in range(20)]  # no budget: its own
+    assert max(sum(b * n for b, n in o.seeds) for o in own) > 1024 - 512 and min(o.seeds[0][1] for o in own) >= 3
