@@ -68,8 +68,10 @@ def parts_table(result: FitResult) -> str:
     std = result.std_parts
     mis = ("forward held-out error beyond seed noise" if result.misspecification_stated is None else
            "no rung held out: a stated conservative term, from the calibration pools (docs/calibration.md)")
+    mean = ("seed noise of the rungs, and where the knee is" if result.form == "knee" else
+            "seed noise of the rungs")
     table = ("| part of the interval | std |\n|---|---|\n"
-             f"| the law's mean at B (seed noise of the rungs) | {std.mean:.4f} |\n"
+             f"| the law's mean at B ({mean}) | {std.mean:.4f} |\n"
              f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std.launch:.4f} |\n"
              f"| misspecification ({mis}) | {std.misspecification:.4f} |\n"
              f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
