@@ -600,14 +600,14 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
         return f"the interval {where} is unbounded", "train more seeds or more rungs"
     if not 0.0 <= prediction.mean <= 1.0 or low < 0.0 or high > 1.0:
         return (f"the batch law does not hold {where}: its interval for one launch, [{low:.3f}, {high:.3f}], "
-                "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction so the ladder climbs further")
+                "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction (and fit.compute_budget, when set) so the ladder climbs further")
     if max_half_width > 0 and prediction.half_width > max_half_width:
         unmeasured = ("" if prediction.misspecification_measured else
                       f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
                       "term: no rung was held out")
         return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
                 f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}",
-                f"{more}, or raise fit.max_proxy_fraction so the ladder climbs further, or raise "
+                f"{more}, or raise fit.max_proxy_fraction (and fit.compute_budget, when set) so the ladder climbs further, or raise "
                 "fit.max_half_width")
     return None
 

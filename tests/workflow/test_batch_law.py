@@ -189,6 +189,9 @@ def test_verdict_refuses_a_law_that_leaves_0_1_and_accepts_a_sound_one():
     steep = predict(rows(lambda b: 0.3 + 0.2 * math.log2(b / 16), rng), 4096, forms=("log-linear",))
     why, change = verdict(steep)
     assert steep.mean > 1 and "does not hold" in why and change
+    sound = predict(rows(HINGE, rng), 4096)
+    why, change = verdict(sound, max_half_width=sound.half_width / 2)  # too wide: what to change names both budgets
+    assert "wider than fit.max_half_width" in why and "fit.max_proxy_fraction" in change and "fit.compute_budget" in change
 
 
 def test_predict_needs_two_rungs_of_two_seeds():
