@@ -168,8 +168,9 @@ def test_ladder_trains_within_budget_writes_its_report_and_a_rerun_reuses_its_ru
 
 def test_a_target_of_1024_runs_the_ladder_with_the_default_fit_section(tmp_path):
     cfg = load_config(CONFIG, ["data.num_samples=2000", "train.batch_size=1024", "train.steps=20"])
-    # the demo config's [fit] is the defaults' but for the pipeline's budget (1/4 of B·S, here 1024·S)
-    assert cfg.fit == dataclasses.replace(type(cfg.fit)(), compute_budget=0.25)
+    # the demo config's [fit] is the defaults' but for the pipeline's budget (1/4 of B·S, here 1024·S) and the
+    # widest interval it launches on
+    assert cfg.fit == dataclasses.replace(type(cfg.fit)(), compute_budget=0.25, max_half_width=10.0)
     result = run_ladder(cfg, tmp_path, train_fn=fake_train(law=CURVE, noise=0.01), log=quiet)
     assert result.found and 3 <= len(result.rungs) and result.spent_fraction <= 1.0
 
