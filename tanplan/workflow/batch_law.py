@@ -268,6 +268,13 @@ def _weighted_fit(rungs: Sequence[Rung], form: str, knee: int | None, v: np.ndar
     return coef, xtx_inv, float((w * (y - x @ coef) ** 2).sum())
 
 
+def _knee_fits(rungs: Sequence[Rung], v: np.ndarray) -> list:
+    """((coef, xtx_inv, χ²), k) of the knee form at every possible knee k of these sorted rungs: each rung
+    that gives a rise (b > 0), and the first (the flat law: a falling "rise" is not a knee)."""
+    fits = [(_weighted_fit(rungs, "knee", r.batch_size, v), r.batch_size) for r in rungs]
+    return [f for f in fits if f[1] == rungs[0].batch_size or f[0][0][1] > 0]
+
+
 def knee_average(rungs: Sequence[Rung]) -> tuple[float, float]:
     """The knee law's plateau averaged over the knee's places, and the variance of the plateaus around it.
 
@@ -286,9 +293,7 @@ def knee_average(rungs: Sequence[Rung]) -> tuple[float, float]:
         (32, [85.48, 0.8])
     """
     rungs = sorted(rungs, key=lambda r: r.batch_size)
-    v = shrunk_variances(rungs)
-    fits = [(_weighted_fit(rungs, "knee", r.batch_size, v), r.batch_size) for r in rungs]
-    fits = [f for f in fits if f[1] == rungs[0].batch_size or f[0][0][1] > 0]
+    fits = _knee_fits(rungs, shrunk_variances(rungs))
     chi2 = np.array([f[0][2] for f in fits])
     weights = np.exp(-(chi2 - chi2.min()) / 2)
     weights /= weights.sum()
@@ -317,10 +322,8 @@ def fit_form(rungs: Sequence[Rung], form: str) -> Law:
     if len(rungs) < p:
         raise ValueError(f"the {form} form needs {p} rungs or more")
     v = shrunk_variances(rungs)
-    knees = [r.batch_size for r in rungs] if form == "knee" else [None]  # k at the first rung: flat
-    fits = [(_weighted_fit(rungs, form, k, v), k) for k in knees]
-    if form == "knee":  # a knee is a rise then a plateau: a falling "rise" is the flat law (k at the first rung)
-        fits = [f for f in fits if f[1] == rungs[0].batch_size or f[0][0][1] > 0]
+    # the knee form: every possible knee (k at the first rung: flat); the others: their one fit
+    fits = _knee_fits(rungs, v) if form == "knee" else [(_weighted_fit(rungs, form, None, v), None)]
     (coef, xtx_inv, chi2), knee = min(fits, key=lambda f: f[0][2] - 1e-15 * (f[1] or 0))
     _, dof = pooled_variance(rungs)
     spare = len(rungs) - p - (1 if form == "knee" else 0)  # the knee's place costs a degree of freedom
