@@ -35,9 +35,9 @@ run-to-run scatter plus whatever the law gets wrong:
 
     Var = Var(law's mean at B)            the fitted coefficients' uncertainty (seed noise of the rungs),
                                           and for the knee law the uncertainty of the knee's place
-        + Var(one launch)                 its own spread: v0 + v1/B, fitted across the window's rungs when
-                                          the seeds' variance falls with B' significantly; else the seeds'
-                                          variance where the law meets the target (the plateau's rungs)
+        + Var(one launch)                 its own spread, from the seeds where the law meets the target (the
+                                          knee law's plateau): v0 + v1/B when their variance falls with B'
+                                          significantly there, else their pooled variance
         + Var(misspecification)           forward held-out error in excess of what seed noise explains
 
 The launch's spread is taken from the proxies because at constant η_step each step of a proxy carries the
@@ -433,17 +433,19 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCa
         # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
         past = held.where(lambda i: held.batch_sizes[i] > law.knee)
         held = past if past.errors else held
-    return LawCandidate(law=law, held=held, spread=launch_spread(window, regime),
+    return LawCandidate(law=law, held=held, spread=launch_spread(regime),
                         var_mean=law.mean_variance(target_batch_size), mean=mean, var_knee=var_knee)
 
 
-def launch_spread(window: Sequence[Rung], regime: Sequence[Rung]) -> Spread:
-    """One launch's spread: v0 + v1/B' fitted across every rung of the window when its fall is significant
-    there (the rungs below the knee, whose sampling noise is largest, show the fall best; the smallest
-    proxies alone then do not set the launch's spread, which is v0 + v1/B), else the seeds' variance
-    pooled where the law meets the target (the regime: the knee law's plateau)."""
-    across = fit_spread(window)
-    return across if across.v1 > 0 else fit_spread(regime)
+def launch_spread(regime: Sequence[Rung]) -> Spread:
+    """One launch's spread, fitted on the rungs where the law meets the target (the regime: the knee law's
+    plateau, every rung of the window for the other forms): v0 + v1/B' when the seeds' variance falls with B'
+    significantly there (then v0 + v1/B at the launch, not the smallest proxies' scatter), else their pooled
+    variance. Not across the rise below a knee: there a seed's accuracy also scatters by where it sits on a
+    steep rise, which falls far faster than 1/B' (the large calibration pool: 20-fold from B' = 16 to 64), so
+    those rungs pull v0 to 0 and promise a launch almost without spread (0.13 points against the launches'
+    0.33 there; docs/calibration.md, "One launch's spread: the plateau's rungs")."""
+    return fit_spread(regime)
 
 
 def choose(cands: Sequence[LawCandidate]) -> LawCandidate:
