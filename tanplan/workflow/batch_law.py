@@ -433,19 +433,12 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCa
         # With no rung past k (no plateau seen), every held-out error counts: the rise may go on.
         past = held.where(lambda i: held.batch_sizes[i] > law.knee)
         held = past if past.errors else held
-    return LawCandidate(law=law, held=held, spread=launch_spread(regime),
+    # One launch's spread from the regime's seeds alone: below a knee a seed also scatters by where it sits on
+    # a steep rise, a fall far faster than 1/B' (the large calibration pool: 20-fold from B' = 16 to 64) that
+    # pulled v0 to 0 when fitted across the window and promised a launch almost without spread (0.13 points
+    # against the launches' 0.33; docs/calibration.md, "One launch's spread: the plateau's rungs").
+    return LawCandidate(law=law, held=held, spread=fit_spread(regime),
                         var_mean=law.mean_variance(target_batch_size), mean=mean, var_knee=var_knee)
-
-
-def launch_spread(regime: Sequence[Rung]) -> Spread:
-    """One launch's spread, fitted on the rungs where the law meets the target (the regime: the knee law's
-    plateau, every rung of the window for the other forms): v0 + v1/B' when the seeds' variance falls with B'
-    significantly there (then v0 + v1/B at the launch, not the smallest proxies' scatter), else their pooled
-    variance. Not across the rise below a knee: there a seed's accuracy also scatters by where it sits on a
-    steep rise, which falls far faster than 1/B' (the large calibration pool: 20-fold from B' = 16 to 64), so
-    those rungs pull v0 to 0 and promise a launch almost without spread (0.13 points against the launches'
-    0.33 there; docs/calibration.md, "One launch's spread: the plateau's rungs")."""
-    return fit_spread(regime)
 
 
 def choose(cands: Sequence[LawCandidate]) -> LawCandidate:
@@ -619,5 +612,5 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
 
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
-           "held_out", "knee_average", "LawCandidate", "window_of", "candidate", "launch_spread", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
+           "held_out", "knee_average", "LawCandidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
            "verdict"]
