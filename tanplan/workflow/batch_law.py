@@ -587,6 +587,10 @@ def rung_to_add(prediction: Prediction) -> int | None:
     return top if top < prediction.target_batch_size else None
 
 
+# What lets the ladder reach rungs closer to the target (both of verdict's refusals name it)
+CLIMB = "raise fit.max_proxy_fraction (and fit.compute_budget, when set) so the ladder climbs further"
+
+
 def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, str] | None:
     """None when the prediction can be launched on; else (why not, what to change). max_half_width (> 0): an
     interval for one launch wider than this (accuracy) is a refusal too: it would tell the user nothing."""
@@ -598,15 +602,14 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
         return f"the interval {where} is unbounded", "train more seeds or more rungs"
     if not 0.0 <= prediction.mean <= 1.0 or low < 0.0 or high > 1.0:
         return (f"the batch law does not hold {where}: its interval for one launch, [{low:.3f}, {high:.3f}], "
-                "leaves [0, 1]", "train more seeds, or raise fit.max_proxy_fraction (and fit.compute_budget, when set) so the ladder climbs further")
+                "leaves [0, 1]", f"train more seeds, or {CLIMB}")
     if max_half_width > 0 and prediction.half_width > max_half_width:
         unmeasured = ("" if prediction.misspecification_measured else
                       f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
                       "term: no rung was held out")
         return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
                 f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}",
-                f"{more}, or raise fit.max_proxy_fraction (and fit.compute_budget, when set) so the ladder climbs further, or raise "
-                "fit.max_half_width")
+                f"{more}, or {CLIMB}, or raise fit.max_half_width")
     return None
 
 
