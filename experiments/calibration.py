@@ -1,7 +1,7 @@
 """Replay the pipeline's decision code on draws from the calibration pools: how often does the interval for
 one launch cover a launch? (docs/calibration.md)
 
-    .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts]
+    .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts] [--floor]
 
 For each setting, every draw climbs the proxy ladder as `tanplan run` does (tanplan.workflow.ladder.climb
 with the defaults of [fit]: the same rule, law, interval and verdict), except that a run is not trained:
@@ -20,6 +20,8 @@ draw). The launch is a run drawn from the pool of measured launches. Reported pe
 
 With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
 coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
+With --floor, also the width's floor: the narrowest 95% interval an oracle that knows one launch's std could
+read off one rung within the ladder's budget, and whether it covers (width_floor).
 
 The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
 knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
@@ -283,6 +285,66 @@ def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
             f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} |")
 
 
+@dataclass(frozen=True)
+class FloorRung:
+    """The oracle's interval when it reads n seeds at one rung B' (width_floor)."""
+
+    batch_size: int
+    seeds: int
+    ratio: float  # its half-width ÷ the launches' own 1.96·std
+    coverage: float  # the probability that it covers one launch
+
+
+def width_floor(pool: Pool, per_step: float, level: float = 0.95) -> list[FloorRung]:
+    """The narrowest honest interval any ladder within per_step (Σ seeds·B', the ladder's budget) could print,
+    rung by rung: an oracle that knows one launch's std σ_L exactly (no spread to estimate, no t quantile)
+    and that the launches' mean is the mean of rung B' (no law, no knee, no misspecification to measure)
+    reads it off the n = ⌊per_step / B'⌋ seeds it can pay there. Its `level` interval for one launch,
+    z·τ around the seeds' mean m̂ with τ² = σ_L² + s²/n (s: the rung's seed std), is √(1 + s²/(n·σ_L²)) times the
+    launches' own z·σ_L; L − m̂ ~ N(d, τ²) with d the launches' mean minus the rung's, so it covers one
+    launch with probability Φ(z − d/τ) − Φ(−z − d/τ): below `level` where the rung's mean is not the
+    launches'. Every figure is the pool's (its rungs' means and stds, its launches'): the floor is as
+    precise as the pool's top rungs are.
+    """
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    var_launch = pool.launch_std**2
+    out = []
+    for b, accs in pool.rungs.items():
+        n = int(per_step // b)
+        if b >= pool.target_batch_size or n < 1 or len(accs) < 2:
+            continue
+        tau = math.sqrt(var_launch + statistics.variance(accs) / n)
+        d = pool.launch_mean - statistics.fmean(accs)
+        cover = float(stats.norm.cdf(z - d / tau) - stats.norm.cdf(-z - d / tau))
+        out.append(FloorRung(b, n, tau / math.sqrt(var_launch), cover))
+    return out
+
+
+FLOOR_HEADER = ("| setting | the ladder's budget (Σ seeds·B', of B) | the oracle at each rung: B' × seeds, half-width "
+                "ratio (coverage) | the floor: the narrowest that covers ≥ 0.90 | knowing the law too | the rule's "
+                "ratio |\n|---|---|---|---|---|---|")
+
+
+def floor_row(pool: Pool, per_step: float, outcomes: list[Outcome]) -> str:
+    """Markdown: width_floor at every rung, and the narrowest ratio whose coverage is ≥ 0.90, beside the rule's."""
+    rungs = width_floor(pool, per_step)
+    cells = "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in rungs)
+    honest = [r for r in rungs if r.coverage >= 0.90]
+    best = min(honest, key=lambda r: r.ratio) if honest else None
+    launched = [o for o in outcomes if o.launched]
+    ratio = (statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+             if launched else math.nan)
+    floor = f"{best.ratio:.2f}× (B' = {best.batch_size}, {best.seeds} seeds)" if best else "none covers"
+    # An oracle that also knows the law (the launches' mean minus each rung's) corrects the offset: it covers
+    # at every rung, and its narrowest ratio is the least any rule could print within this budget.
+    exact = min(rungs, key=lambda r: r.ratio) if rungs else None
+    law = f"{exact.ratio:.2f}× (B' = {exact.batch_size}, {exact.seeds} seeds)" if exact else "—"
+    return (f"| {pool.name} | {per_step:.0f} ({per_step / pool.target_batch_size:.3f}) | {cells} | {floor} | "
+            f"{law} | {ratio:.2f}× |")
+
+
 def replay(pool: Pool, draws: int, seed: int = 0, previous_fraction: float = 0.125,
            **rule_args) -> tuple[list[Outcome], list[Outcome]]:
     """(the pipeline's rule, the previous rule) on `draws` draws each."""
@@ -381,13 +443,15 @@ def main() -> None:
                         "(docs/calibration.md, 'What the width is made of')")
     parser.add_argument("--variants", action="store_true", help="also the rule with law knee, noise, auto, and a "
                         "budget floor of 2048 (docs/calibration.md, 'Variants')")
+    parser.add_argument("--floor", action="store_true", help="also the width's floor: the narrowest interval an "
+                        "oracle within the ladder's budget could print (docs/calibration.md, 'The width's floor')")
     parser.add_argument("--budget", action="store_true", help="also the rule with fit.compute_budget 0 and 0.25, "
                         "with 3 (the default) and 4 seeds a rung (docs/calibration.md, 'Results')")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
     print(HEADER)
-    parts = []
+    parts, floors = [], []
     for name in args.setting or list(SETTINGS):
         path = Path(args.pools) / f"{name}.jsonl"
         if not path.is_file():
@@ -405,6 +469,7 @@ def main() -> None:
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
         parts.append(parts_row(pool, new))
+        floors.append(floor_row(pool, budget_of(cfg, spent).per_step, new))
         chosen = {**(VARIANTS if args.variants else {}), **(BUDGET_VARIANTS if args.budget else {})}
         if chosen:
             for label, kwargs in chosen.items():
@@ -417,6 +482,8 @@ def main() -> None:
             figure(pool, new, old, Path(args.figures) / f"{name}.png")
     if args.parts:
         print("\n" + PARTS_HEADER + "\n" + "\n".join(parts))
+    if args.floor:
+        print("\n" + FLOOR_HEADER + "\n" + "\n".join(floors))
 
 
 if __name__ == "__main__":

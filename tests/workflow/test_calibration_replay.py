@@ -2,6 +2,7 @@
 merit computed by hand (docs/calibration.md's table comes from these functions)."""
 
 import json
+import math
 import statistics
 import sys
 
@@ -103,3 +104,24 @@ def test_the_replay_reads_the_settings_own_fit_section(pool):
     assert all(o.seeds[0][0] == 16 and o.seeds[0][1] >= 2 for o in outcomes) and min(o.seeds[0][1] for o in outcomes) == 2
     own = [new_rule(pool, rng, cfg=load_config(None), sweep_spent=512) for _ in range(20)]  # no budget: its own
     assert max(sum(b * n for b, n in o.seeds) for o in own) > 1024 - 512 and min(o.seeds[0][1] for o in own) >= 3
+
+
+def test_the_widths_floor_is_the_oracles_interval_rung_by_rung_and_the_narrowest_that_covers():
+    """width_floor: an oracle knowing the launch's std and reading the launches' mean off n = budget // B' seeds
+    of one rung; its interval is √(1 + s²/(n σ_L²)) times the launches' own, and a rung whose mean is not the
+    launches' covers less (here B' = 64, two of its std below): the floor is the narrowest rung that covers."""
+    phi = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))  # noqa: E731
+    pool = calibration.Pool("toy", 1024, 30, {64: [0.83, 0.85], 128: [0.85, 0.87], 1024: [0.86, 0.86]},
+                            [0.85, 0.87])
+    sigma = statistics.stdev([0.85, 0.87])
+    floor = {r.batch_size: r for r in calibration.width_floor(pool, per_step=512)}
+    assert sorted(floor) == [64, 128]  # the target's own size is no proxy
+    assert (floor[128].seeds, floor[64].seeds) == (4, 8)
+    assert floor[128].ratio == pytest.approx(math.sqrt(1 + 1 / 4)) and floor[128].coverage == pytest.approx(0.95, abs=1e-6)
+    tau = sigma * math.sqrt(1 + 1 / 8)
+    assert floor[64].ratio == pytest.approx(math.sqrt(1 + 1 / 8))
+    assert floor[64].coverage == pytest.approx(phi(1.959964 - 0.02 / tau) - phi(-1.959964 - 0.02 / tau), abs=1e-5)
+    row = calibration.floor_row(pool, 512, [])
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[4] == f"{math.sqrt(1.25):.2f}× (B' = 128, 4 seeds)"  # B' = 64 is narrower but covers 0.73
+    assert cells[5] == f"{math.sqrt(1.125):.2f}× (B' = 64, 8 seeds)"  # knowing the law, its offset is no harm
