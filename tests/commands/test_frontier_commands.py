@@ -28,8 +28,10 @@ def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
 
 
 def test_plan_device_hours_times_a_given_throughput(capsys):
+    # B ≥ 100: the budget's arithmetic is the point here; the frontier's tiny batches (S up to 180,000, each a
+    # PLD calibration of half a minute) are the listing test's above
     code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "0.5", "--samples-per-second", "100",
-                           "--steps-factor", "4", "--json")
+                           "--steps-factor", "4", "--min-batch-size", "100", "--json")
     result = json.loads(out)
     assert code == 0 and result["compute"] == 0.5 * 3600 * 100
     assert result["throughput"] == {"device_hours": 0.5, "samples_per_second": 100.0, "measured": False, "model": None}
@@ -40,7 +42,8 @@ def test_plan_device_hours_measures_the_throughput_when_not_given(capsys, monkey
 
     timed = []
     monkeypatch.setattr(stage, "measure_throughput", lambda model: timed.append(model) or 50.0)
-    code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "1", "--model", "mlp", "--steps-factor", "4")
+    code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "1", "--model", "mlp", "--steps-factor", "4",
+                           "--min-batch-size", "100")
     assert code == 0 and timed == ["mlp"]
     assert "1 device-hours × 3600 × 50 samples/s (measured on mlp) = 180,000 examples" in out
 
