@@ -14,15 +14,17 @@ FRONT = ["--dataset-size", "10000", "--epsilon", "1"]
 
 
 def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
-    code, out, _ = run_cli(capsys, "plan", *FRONT, "--compute", "200000", "--steps-factor", "4", "--json")
+    # C = 20,000 at N = 10,000: B = N (S = 2) down to B = 1 (S = 20,000), every regime on one frontier
+    code, out, _ = run_cli(capsys, "plan", *FRONT, "--compute", "20000", "--steps-factor", "4", "--json")
     assert code == 0
     result = json.loads(out)
-    assert result["compute"] == 200000 and result["accountant"] == "pld"  # the accountant of record
+    assert result["compute"] == 20000 and result["accountant"] == "pld"  # the accountant of record
+    assert {c["regime"] for c in result["candidates"]} == {"tan", "overcharged", "privacy_wall"}
     assert len(result["candidates"]) >= 4
     for c in result["candidates"]:
         assert {"batch_size", "steps", "sigma", "epsilon", "eps_rdp", "eta_step", "regime"} <= set(c)
         assert isinstance(c["batch_size"], int) and isinstance(c["steps"], int) and isinstance(c["sigma"], float)
-        assert c["batch_size"] * c["steps"] <= 200000 and c["epsilon"] <= 1.0 <= c["eps_rdp"]  # RDP is looser
+        assert c["batch_size"] * c["steps"] <= 20000 and c["epsilon"] <= 1.0 <= c["eps_rdp"]  # RDP is looser
         assert c["eta_step"] == pytest.approx(c["batch_size"] / 10000 / (2**0.5 * c["sigma"]))
         assert c["regime"] in ("tan", "overcharged", "privacy_wall")
 
