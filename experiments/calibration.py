@@ -265,6 +265,11 @@ PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std
                 "|---|---|---|---|---|---|---|---|---|---|")
 
 
+def width_ratio(pool: Pool, launched: list[Outcome]) -> float:
+    """The launched draws' mean half-width ÷ the launch pool's own 1.96·std."""
+    return statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+
+
 def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
     """Markdown: the interval's parts (means over launched draws of each part's std), and what the half-width
     ratio and coverage would be if the launch's own std were known exactly (the pool's, normal quantile): the
@@ -279,7 +284,7 @@ def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
     launches = np.asarray(pool.launches)
     cover = np.mean([np.mean(np.abs(launches - o.prediction) <= h) for o, h in zip(launched, known)])
     sd = 100 * np.sqrt(var).mean(axis=0)
-    ratio = statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+    ratio = width_ratio(pool, launched)
     return (f"| {pool.name} | {sd[0]:.2f} | {sd[1]:.2f} | {100 * pool.launch_std:.2f} | {sd[2]:.2f} | "
             f"{a[:, 3].mean():.2f} | {shares[0]:.2f} / {shares[1]:.2f} / {shares[2]:.2f} | {ratio:.2f}× | "
             f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} |")
@@ -334,8 +339,7 @@ def floor_row(pool: Pool, per_step: float, outcomes: list[Outcome]) -> str:
     honest = [r for r in rungs if r.coverage >= 0.90]
     best = min(honest, key=lambda r: r.ratio) if honest else None
     launched = [o for o in outcomes if o.launched]
-    ratio = (statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
-             if launched else math.nan)
+    ratio = width_ratio(pool, launched) if launched else math.nan
     floor = f"{best.ratio:.2f}× (B' = {best.batch_size}, {best.seeds} seeds)" if best else "none covers"
     # An oracle that also knows the law (the launches' mean minus each rung's) corrects the offset: it covers
     # at every rung, and its narrowest ratio is the least any rule could print within this budget.
