@@ -26,7 +26,7 @@ read off one rung within the ladder's budget, and whether it covers (width_floor
 The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
 knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
 demo config's 1/8 for mnist1d, the default 1/16 for mnist5k, where it exited 2 before training).
-Draws share runs (a pool holds 8-24 runs a rung and ≥ 10 launches), so they are not independent
+Draws share runs (a pool holds 8-36 runs a rung and 14-28 launches), so they are not independent
 experiments: the figures say how the rule behaves on these measured curves, not on every curve.
 """
 
@@ -261,8 +261,9 @@ def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
 
 PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std, estimated (pts) | launch pool's std (pts) | "
                 "misspecification std (pts) | t quantile | share of the variance: mean / launch / misspecification | "
-                "half-width ratio | ratio with the launch's std known (1.96, pool's std) | coverage with it known |\n"
-                "|---|---|---|---|---|---|---|---|---|---|")
+                "half-width ratio | ratio with the launch's std known (1.96, pool's std) | coverage with it known | "
+                "ratio of the launch's part alone (t · its estimated std) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def width_ratio(pool: Pool, launched: list[Outcome]) -> float:
@@ -271,12 +272,14 @@ def width_ratio(pool: Pool, launched: list[Outcome]) -> float:
 
 
 def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
-    """Markdown: the interval's parts (means over launched draws of each part's std), and what the half-width
+    """Markdown: the interval's parts (means over launched draws of each part's std), what the half-width
     ratio and coverage would be if the launch's own std were known exactly (the pool's, normal quantile): the
-    law's own part alone sets that floor."""
+    law's own part alone sets that floor; and the other way round, the ratio of t times the launch's std as
+    the rule estimates it, alone: the width the rule would print if the law's mean at B were known exactly
+    and nothing were misspecified."""
     launched = [o for o in outcomes if o.launched and o.parts]
     if not launched:
-        return f"| {pool.name} | — | — | {100 * pool.launch_std:.2f} | — | — | — | — | — | — |"
+        return f"| {pool.name} | — | — | {100 * pool.launch_std:.2f} | — | — | — | — | — | — | — |"
     a = np.array([o.parts for o in launched])
     var = a[:, :3]
     shares = (var / var.sum(axis=1, keepdims=True)).mean(axis=0)
@@ -287,7 +290,8 @@ def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
     ratio = width_ratio(pool, launched)
     return (f"| {pool.name} | {sd[0]:.2f} | {sd[1]:.2f} | {100 * pool.launch_std:.2f} | {sd[2]:.2f} | "
             f"{a[:, 3].mean():.2f} | {shares[0]:.2f} / {shares[1]:.2f} / {shares[2]:.2f} | {ratio:.2f}× | "
-            f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} |")
+            f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} | "
+            f"{np.mean(a[:, 3] * np.sqrt(var[:, 1])) / (1.96 * pool.launch_std):.2f}× |")
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -108,15 +108,28 @@ SETTINGS = {
 }
 
 
-def schedule(setting: Setting) -> list[tuple[str, int, int]]:
-    """(kind, b, seed) in the interleaved order: round r = seed r of every rung that wants it, then launch r."""
+def schedule(setting: Setting, first_seed: int = 0) -> list[tuple[str, int, int]]:
+    """(kind, b, seed) in the interleaved order: round r = seed first_seed + r of every rung that wants it, then
+    launch first_seed + r."""
     rounds = max([*setting.rungs.values(), setting.launches])
     order = []
     for r in range(rounds):
-        order += [("rung", b, r) for b, n in sorted(setting.rungs.items()) if r < n]
+        order += [("rung", b, first_seed + r) for b, n in sorted(setting.rungs.items()) if r < n]
         if r < setting.launches:
-            order.append(("launch", 0, r))
+            order.append(("launch", 0, first_seed + r))
     return order
+
+
+def extension(setting: Setting, rungs: str | None, launches: int | None) -> Setting:
+    """The setting with other seed counts: `rungs` as "256:24,512:24" (only these rungs), `launches` a count.
+    For a second pool of the same setting (another machine, --first-seed past the first pool's seeds)."""
+    if rungs is not None:
+        try:
+            counts = {int(b): int(n) for b, n in (item.split(":") for item in rungs.split(",") if item)}
+        except ValueError:
+            raise SystemExit(f"--rungs {rungs!r}: expected B':seeds pairs such as 256:24,512:24") from None
+        setting = replace(setting, rungs=counts)
+    return setting if launches is None else replace(setting, launches=launches)
 
 
 def done_keys(path: Path) -> set[tuple[str, int, int]]:
@@ -189,7 +202,11 @@ def check_init_of_pool(path: Path, digest: str | None) -> None:
                          "move the pool aside (or restore the init it was trained from) before resuming it")
 
 
-def run_pool(setting: Setting, out: Path, log=print) -> None:
+def run_pool(setting: Setting, out: Path, log=print, first_seed: int = 0, until: float | None = None) -> None:
+    """Train what `out` lacks of the setting's schedule, a JSON line a run; with `until` (seconds), start no run
+    after that long (a pool on a lent machine ends inside its lease, every finished run kept)."""
+    import jax
+
     from tanplan.engine.loop import train_and_evaluate
     from tanplan.errors import TrainingDiverged
 
@@ -206,9 +223,14 @@ def run_pool(setting: Setting, out: Path, log=print) -> None:
     log(f"{setting.name}: B={plan.batch_size} S={plan.steps} σ={plan.sigma:.6g} δ={plan.delta:.6g} "
         f"ε={plan.epsilon(plan.accountant):.4g} ({plan.accountant})" + (f" init {digest}" if digest else ""))
     done = done_keys(out)
-    for kind, b, seed in schedule(setting):
+    device = jax.devices()[0].device_kind  # a pool may be extended on another machine: each row says where
+    begun = time.perf_counter()
+    for kind, b, seed in schedule(setting, first_seed):
         if (kind, b, seed) in done:
             continue
+        if until is not None and time.perf_counter() - begun > until:
+            log(f"{setting.name}: stopped after {until:.0f} s, before {kind} {b or ''} seed {seed}")
+            return
         run_cfg = (proxy_cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": seed}) if kind == "rung"
                    else cfg.with_overrides({"train.proxy_batch_size": 0, "experiment.seed": seed}))
         started = time.perf_counter()
@@ -219,7 +241,7 @@ def run_pool(setting: Setting, out: Path, log=print) -> None:
         except TrainingDiverged as err:  # a run that diverges is part of the pool: its accuracy is None
             found = {"acc": None, "acc_no_ema": None, "sigma": None, "steps": None, "diverged_at_step": str(err)}
         row = {"kind": kind, "b": b if kind == "rung" else plan.batch_size, "seed": seed, **found,
-               "wall": time.perf_counter() - started, **({"init": digest} if digest else {})}
+               "wall": time.perf_counter() - started, "device": device, **({"init": digest} if digest else {})}
         log(json.dumps(row))
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")
@@ -250,12 +272,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setting", action="append", required=True, choices=sorted(SETTINGS))
     parser.add_argument("--out-dir", default=str(POOLS))
+    parser.add_argument("--first-seed", type=int, default=0, help="experiment seeds from this one (a second pool "
+                        "of a setting, past the first's seeds, so that no init or evaluation is shared)")
+    parser.add_argument("--rungs", help="other seed counts, B':seeds pairs (256:24,512:24: only these rungs)")
+    parser.add_argument("--launches", type=int, help="another number of launches")
+    parser.add_argument("--until", type=float, help="start no run after this many seconds")
     parser.add_argument("--plan", action="store_true", help="print each setting's planned cost (runs, example-"
                         "gradients, hours at the demo pool's measured rate) and train nothing")
     args = parser.parse_args()
     if args.plan:
         for name in args.setting:
-            print(json.dumps(planned_cost(SETTINGS[name], POOLS / "demo.jsonl")))
+            print(json.dumps(planned_cost(extension(SETTINGS[name], args.rungs, args.launches), POOLS / "demo.jsonl")))
         return
     sys.path.insert(0, str(ROOT))
 
@@ -265,7 +292,8 @@ def main() -> None:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in args.setting:
-        run_pool(SETTINGS[name], out_dir / f"{name}.jsonl", log=lambda line: print(line, flush=True))
+        run_pool(extension(SETTINGS[name], args.rungs, args.launches), out_dir / f"{name}.jsonl",
+                 log=lambda line: print(line, flush=True), first_seed=args.first_seed, until=args.until)
 
 
 if __name__ == "__main__":

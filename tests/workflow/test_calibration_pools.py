@@ -34,6 +34,30 @@ def test_a_pool_is_written_from_the_typed_summaries_and_a_rerun_trains_nothing_a
     assert len(fake.calls) == 3 and len(out.read_text().splitlines()) == 3
 
 
+def test_a_pool_extended_elsewhere_takes_seeds_past_the_first_records_its_device_and_stops_in_time(
+        tmp_path, monkeypatch):
+    """A second pool of a setting (another machine): its experiment seeds start past the first pool's, so no
+    init or evaluation is shared; only the rungs asked for; every row says its device; no run starts past
+    `until` (a lent machine's lease); a rerun resumes where it stopped."""
+    fake = fake_train(law=lambda b: 0.8, noise=0.0)
+    monkeypatch.setattr(loop, "train_and_evaluate", fake)
+    overrides = {k: int(v) for k, v in (s.split("=") for s in SMALL)}
+    base = pools.Setting("tiny", "experiments/mnist1d.toml", {**pools.PLD, **overrides}, {16: 2, 32: 2}, launches=8)
+    setting = pools.extension(base, "32:3", 2)
+    assert setting.rungs == {32: 3} and setting.launches == 2
+    assert pools.extension(base, "", None).rungs == {} and pools.extension(base, None, None) == base
+    with pytest.raises(SystemExit, match="32-3"):
+        pools.extension(base, "32-3", None)
+    out = tmp_path / "tiny.jsonl"
+    pools.run_pool(setting, out, log=lambda line: None, first_seed=100, until=0.0)  # one run, then the time is up
+    pools.run_pool(setting, out, log=lambda line: None, first_seed=100)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["kind"], r["b"], r["seed"]) for r in rows] == [
+        ("rung", 32, 100), ("launch", 512, 100), ("rung", 32, 101), ("launch", 512, 101), ("rung", 32, 102)]
+    assert {r["device"] for r in rows} == {"cpu"} and len(fake.calls) == 5
+    assert [c.experiment.seed for c in fake.calls] == [100, 100, 101, 101, 102]
+
+
 def test_the_large_settings_cost_is_planned_from_a_measured_pool_without_training(tmp_path):
     reference = tmp_path / "ref.jsonl"
     rows = [{"kind": "rung", "b": 16, "seed": 0, "steps": 300, "wall": 0.01 * 16 * 300},  # 0.01 s an example

@@ -88,6 +88,7 @@ def test_the_parts_table_is_the_mean_of_each_parts_std_and_the_width_with_the_la
     assert cells[8] == f"{np.mean(known) / (1.96 * sd_l):.2f}×"
     cover = np.mean([np.mean(abs(launches - 0.86) <= known[0]), np.mean(abs(launches - 0.85) <= known[1])])
     assert cells[9] == f"{cover:.3f}"
+    assert cells[10] == f"{(2.5 * 0.02 + 2.0 * 0.01) / 2 / (1.96 * sd_l):.2f}×"  # t · the launch's std, alone
     assert calibration.parts_row(pool, outcomes).count("|") == calibration.PARTS_HEADER.splitlines()[1].count("|")
 
 
