@@ -482,9 +482,11 @@ def main() -> None:
         if chosen:
             for label, kwargs in chosen.items():
                 rng = np.random.default_rng(0)
-                print(evaluate(pool, [new_rule(pool, rng, cfg=cfg, sweep_spent=spent, **kwargs)
-                                      for _ in range(args.draws)],
-                               label).row())
+                try:
+                    print(evaluate(pool, [new_rule(pool, rng, cfg=cfg, sweep_spent=spent, **kwargs)
+                                          for _ in range(args.draws)], label).row())
+                except PoolExhausted as err:  # a variant that climbs past what the pool was sized for
+                    print(f"| {name} | {label} | the pool holds too few seeds at B' = {err.args[0]} for this variant |")
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)
             figure(pool, new, old, Path(args.figures) / f"{name}.png")
