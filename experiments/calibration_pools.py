@@ -228,7 +228,7 @@ def run_pool(setting: Setting, out: Path, log=print, first_seed: int = 0, until:
     for kind, b, seed in schedule(setting, first_seed):
         if (kind, b, seed) in done:
             continue
-        if until is not None and time.perf_counter() - begun > until:
+        if until is not None and time.perf_counter() - begun >= until:
             log(f"{setting.name}: stopped after {until:.0f} s, before {kind} {b or ''} seed {seed}")
             return
         run_cfg = (proxy_cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": seed}) if kind == "rung"

@@ -48,8 +48,9 @@ def test_a_pool_extended_elsewhere_takes_seeds_past_the_first_records_its_device
     assert pools.extension(base, "", None).rungs == {} and pools.extension(base, None, None) == base
     with pytest.raises(SystemExit, match="32-3"):
         pools.extension(base, "32-3", None)
-    out = tmp_path / "tiny.jsonl"
-    pools.run_pool(setting, out, log=lambda line: None, first_seed=100, until=0.0)  # one run, then the time is up
+    out, said = tmp_path / "tiny.jsonl", []
+    pools.run_pool(setting, out, log=said.append, first_seed=100, until=0.0)  # the time is up before any run
+    assert not out.exists() and not fake.calls and "stopped after 0 s, before rung 32 seed 100" in said[-1]
     pools.run_pool(setting, out, log=lambda line: None, first_seed=100)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["kind"], r["b"], r["seed"]) for r in rows] == [
