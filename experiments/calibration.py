@@ -71,6 +71,11 @@ class Pool:
     def launch_std(self) -> float:
         return statistics.stdev(self.launches)
 
+    @property
+    def half_width(self) -> float:
+        """The launches' own 95% half-width, 1.96·std: the yardstick of every width ratio here."""
+        return 1.96 * self.launch_std
+
 
 def load_pool(path: Path, test_sizes=(None, None)) -> Pool:
     rungs: dict[int, list[float]] = {}
@@ -254,7 +259,7 @@ def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
         coverage=statistics.fmean(cover) if cover else nan,
         median_error=float(np.median(errors)) if errors else nan,
         p90_error=float(np.percentile(errors, 90)) if errors else nan,
-        mean_half_width=statistics.fmean(halves) if halves else nan, pool_half_width=1.96 * pool.launch_std,
+        mean_half_width=statistics.fmean(halves) if halves else nan, pool_half_width=pool.half_width,
         compute=statistics.fmean(o.compute for o in outcomes), launch_std_estimate=float(np.median(stds)) if stds else None,
         launch_std_pool=pool.launch_std, launches=len(pool.launches))
 
@@ -268,7 +273,7 @@ PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std
 
 def width_ratio(pool: Pool, launched: list[Outcome]) -> float:
     """The launched draws' mean half-width ÷ the launch pool's own 1.96·std."""
-    return statistics.fmean((o.high - o.low) / 2 for o in launched) / (1.96 * pool.launch_std)
+    return statistics.fmean((o.high - o.low) / 2 for o in launched) / pool.half_width
 
 
 def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
@@ -290,8 +295,8 @@ def parts_row(pool: Pool, outcomes: list[Outcome]) -> str:
     ratio = width_ratio(pool, launched)
     return (f"| {pool.name} | {sd[0]:.2f} | {sd[1]:.2f} | {100 * pool.launch_std:.2f} | {sd[2]:.2f} | "
             f"{a[:, 3].mean():.2f} | {shares[0]:.2f} / {shares[1]:.2f} / {shares[2]:.2f} | {ratio:.2f}× | "
-            f"{known.mean() / (1.96 * pool.launch_std):.2f}× | {cover:.3f} | "
-            f"{np.mean(a[:, 3] * np.sqrt(var[:, 1])) / (1.96 * pool.launch_std):.2f}× |")
+            f"{known.mean() / pool.half_width:.2f}× | {cover:.3f} | "
+            f"{np.mean(a[:, 3] * np.sqrt(var[:, 1])) / pool.half_width:.2f}× |")
 
 
 @dataclass(frozen=True)
