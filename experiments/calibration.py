@@ -21,7 +21,8 @@ draw). The launch is a run drawn from the pool of measured launches. Reported pe
 With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
 coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
 With --floor, also the width's floor: the narrowest 95% interval an oracle that knows one launch's std could
-read off one rung within the ladder's budget, and whether it covers (width_floor).
+read off one rung within the ladder's budget, and whether it covers (width_floor); and what a rule told the
+right rung, but reading one launch's spread off its seeds, could print there (seed_spread_floor).
 
 The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
 knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
@@ -336,26 +337,115 @@ def width_floor(pool: Pool, per_step: float, level: float = 0.95) -> list[FloorR
     return out
 
 
+def seed_spread_floor(pool: Pool, per_step: float, level: float = 0.95, grid: int = 4000) -> list[FloorRung]:
+    """What a rule told the right rung but not one launch's std could print, rung by rung: it reads the launch
+    off the n = ⌊per_step / B'⌋ seeds the budget pays at B' (n ≥ 2), mean m̂ and std s, as the textbook
+    prediction interval for one more draw, m̂ ± t_{n−1}·s·√(1 + 1/n). A rule that reads the spread off one
+    rung's seeds pays this on top of finding the rung: the Student quantile of n − 1 degrees of freedom and
+    the rung's own spread σ_B' in place of the launches' σ_L (pooling several rungs buys degrees of freedom
+    only where they scatter alike, and the pools' rungs do not: docs/calibration.md). With the rung's seeds
+    normal (σ_B', mean the rung's), s and m̂ are independent and L − m̂ ~ N(d, σ_L² + σ_B'²/n), so the mean
+    half-width and the coverage are integrals over s's χ² law (on `grid` of its quantiles): exact, not
+    resampled, and as precise as the pool's rung std and launches are."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    sigma_l = pool.launch_std
+    out = []
+    for b, accs in pool.rungs.items():
+        n = int(per_step // b)
+        if b >= pool.target_batch_size or n < 2 or len(accs) < 2:
+            continue
+        sigma_b = statistics.stdev(accs)
+        d = pool.launch_mean - statistics.fmean(accs)
+        tau = math.sqrt(sigma_l**2 + sigma_b**2 / n)
+        chi2 = stats.chi2.ppf((np.arange(grid) + 0.5) / grid, n - 1)
+        half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(1 + 1 / n) * sigma_b * np.sqrt(chi2 / (n - 1))
+        cover = stats.norm.cdf((half - d) / tau) - stats.norm.cdf((-half - d) / tau)
+        out.append(FloorRung(b, n, float(half.mean()) / (z * sigma_l), float(cover.mean())))
+    return out
+
+
+@dataclass(frozen=True)
+class PooledFloor:
+    """seed_spread_floor on two adjacent rungs read as one plateau: n1 seeds at B'1, n2 at B'2."""
+
+    seeds: tuple  # ((B'1, n1), (B'2, n2))
+    ratio: float
+    coverage: float
+
+
+def pooled_pair_floor(pool: Pool, per_step: float, level: float = 0.95, draws: int = 20000,
+                      seed: int = 0) -> list[PooledFloor]:
+    """seed_spread_floor where a rule, told that two adjacent rungs are the plateau, pools them: every split
+    n1·B'1 + n2·B'2 ≤ per_step with n1, n2 ≥ 1 and n1 + n2 ≥ 4, the launch read as the seeds' mean m̂, the
+    spread as their pooled std s (n1 + n2 − 2 degrees of freedom: more than one rung gives, where the two
+    scatter alike), m̂ ± t·s·√(1 + 1/(n1 + n2)). The rungs' seeds are normal at their pool's mean and std,
+    the launch normal at the launches'; the mean half-width and coverage are Monte Carlo means over `draws`
+    (fixed `seed`: the table is reproducible)."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    rng = np.random.default_rng(seed)
+    proxies = sorted(b for b, accs in pool.rungs.items() if b < pool.target_batch_size and len(accs) >= 2)
+    out = []
+    for b1, b2 in zip(proxies, proxies[1:]):
+        (m1, s1), (m2, s2) = ((statistics.fmean(pool.rungs[b]), statistics.stdev(pool.rungs[b])) for b in (b1, b2))
+        for n2 in range(1, int(per_step // b2) + 1):
+            n1 = int((per_step - n2 * b2) // b1)
+            if n1 < 1 or n1 + n2 < 4:
+                continue
+            x1, x2 = rng.normal(m1, s1, (draws, n1)), rng.normal(m2, s2, (draws, n2))
+            n = n1 + n2
+            spread = np.sqrt((((x1 - x1.mean(1, keepdims=True)) ** 2).sum(1)
+                              + ((x2 - x2.mean(1, keepdims=True)) ** 2).sum(1)) / (n - 2))
+            half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * math.sqrt(1 + 1 / n) * spread
+            launch = rng.normal(pool.launch_mean, pool.launch_std, draws)
+            covered = np.abs(launch - (x1.sum(1) + x2.sum(1)) / n) <= half
+            out.append(PooledFloor(((b1, n1), (b2, n2)), float(half.mean()) / (z * pool.launch_std),
+                                   float(covered.mean())))
+    return out
+
+
 FLOOR_HEADER = ("| setting | the ladder's budget (Σ seeds·B', of B) | the oracle at each rung: B' × seeds, half-width "
-                "ratio (coverage) | the floor: the narrowest that covers ≥ 0.90 | knowing the law too | the rule's "
-                "ratio |\n|---|---|---|---|---|---|")
+                "ratio (coverage) | the floor: the narrowest that covers ≥ 0.90 | knowing the law too | told the "
+                "rung, its spread from the seeds: each rung | the narrowest of those that covers ≥ 0.90 | told two "
+                "adjacent rungs, their seeds pooled: the narrowest that covers ≥ 0.90 | the rule's ratio |\n"
+                "|---|---|---|---|---|---|---|---|---|")
+
+
+def _narrowest_covering(rungs: list[FloorRung]) -> str:
+    honest = [r for r in rungs if r.coverage >= 0.90]
+    best = min(honest, key=lambda r: r.ratio) if honest else None
+    return f"{best.ratio:.2f}× (B' = {best.batch_size}, {best.seeds} seeds)" if best else "none covers"
 
 
 def floor_row(pool: Pool, per_step: float, outcomes: list[Outcome]) -> str:
     """Markdown: width_floor at every rung, and the narrowest ratio whose coverage is ≥ 0.90, beside the rule's."""
     rungs = width_floor(pool, per_step)
     cells = "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in rungs)
-    honest = [r for r in rungs if r.coverage >= 0.90]
-    best = min(honest, key=lambda r: r.ratio) if honest else None
     launched = [o for o in outcomes if o.launched]
     ratio = width_ratio(pool, launched) if launched else math.nan
-    floor = f"{best.ratio:.2f}× (B' = {best.batch_size}, {best.seeds} seeds)" if best else "none covers"
+    floor = _narrowest_covering(rungs)
     # An oracle that also knows the law (the launches' mean minus each rung's) corrects the offset: it covers
     # at every rung, and its narrowest ratio is the least any rule could print within this budget.
     exact = min(rungs, key=lambda r: r.ratio) if rungs else None
     law = f"{exact.ratio:.2f}× (B' = {exact.batch_size}, {exact.seeds} seeds)" if exact else "—"
+    # A rule that must read one launch's spread off the seeds pays Student's quantile and the rung's spread.
+    seeded = seed_spread_floor(pool, per_step)
+    seeded_cells = "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in seeded)
     return (f"| {pool.name} | {per_step:.0f} ({per_step / pool.target_batch_size:.3f}) | {cells} | {floor} | "
-            f"{law} | {ratio:.2f}× |")
+            f"{law} | {seeded_cells} | {_narrowest_covering(seeded)} | {_narrowest_pooled(pool, per_step)} | "
+            f"{ratio:.2f}× |")
+
+
+def _narrowest_pooled(pool: Pool, per_step: float) -> str:
+    honest = [r for r in pooled_pair_floor(pool, per_step) if r.coverage >= 0.90]
+    if not honest:
+        return "none covers"
+    best = min(honest, key=lambda r: r.ratio)
+    (b1, n1), (b2, n2) = best.seeds
+    return f"{best.ratio:.2f}× ({b1} × {n1} + {b2} × {n2}; covers {best.coverage:.2f})"
 
 
 def replay(pool: Pool, draws: int, seed: int = 0, previous_fraction: float = 0.125,

@@ -126,3 +126,43 @@ def test_the_widths_floor_is_the_oracles_interval_rung_by_rung_and_the_narrowest
     cells = [c.strip() for c in row.split("|")]
     assert cells[4] == f"{math.sqrt(1.25):.2f}× (B' = 128, 4 seeds)"  # B' = 64 is narrower but covers 0.73
     assert cells[5] == f"{math.sqrt(1.125):.2f}× (B' = 64, 8 seeds)"  # knowing the law, its offset is no harm
+
+
+def test_the_seed_spread_floor_is_the_textbook_prediction_interval_exact_where_the_rung_is_the_launch():
+    """seed_spread_floor: told the rung, the launch's spread read off the n seeds: m̂ ± t_{n−1}·s·√(1 + 1/n).
+    Its mean half-width is t·√(1 + 1/n)·c4(n)·σ_B' (c4: E[s]/σ), it covers exactly 0.95 where the rung's seeds
+    are distributed as the launches, less where its mean is off, and a rung the budget pays one seed of
+    (no spread to read) is left out."""
+    from scipy import stats
+
+    pool = calibration.Pool("toy", 1024, 30, {64: [0.83, 0.85], 128: [0.85, 0.87], 256: [0.85, 0.87]},
+                            [0.85, 0.87])
+    floor = {r.batch_size: r for r in calibration.seed_spread_floor(pool, per_step=512)}
+    assert sorted(floor) == [64, 128, 256]
+    for b, n in ((64, 8), (128, 4), (256, 2)):
+        c4 = math.sqrt(2 / (n - 1)) * math.gamma(n / 2) / math.gamma((n - 1) / 2)
+        expected = stats.t.ppf(0.975, n - 1) * math.sqrt(1 + 1 / n) * c4 / 1.959964  # σ_B' = σ_L here
+        assert floor[b].seeds == n and floor[b].ratio == pytest.approx(expected, rel=2e-3)
+    assert floor[128].coverage == pytest.approx(0.95, abs=2e-3) and floor[256].coverage == pytest.approx(0.95, abs=2e-3)
+    assert floor[64].coverage < 0.93  # its mean sits one launch std below the launches'
+    assert sorted(r.batch_size for r in calibration.seed_spread_floor(pool, per_step=300)) == [64, 128]  # 256: one seed
+    cells = [c.strip() for c in calibration.floor_row(pool, 512, []).split("|")]
+    assert cells[7] == f"{floor[128].ratio:.2f}× (B' = 128, 4 seeds)"  # 256 × 2 covers too but is wider
+
+
+def test_two_rungs_pooled_read_the_launch_with_their_pooled_spread_and_cover_where_they_are_the_launch():
+    """pooled_pair_floor: every split of the budget over two adjacent rungs (n1 + n2 ≥ 4); where both rungs
+    scatter as the launches around their mean the pooled prediction interval covers 0.95 and its mean
+    half-width is t_{n−2}·√(1 + 1/n)·c4 at n − 2 degrees of freedom; a pair whose rungs sit below the
+    launches covers less."""
+    from scipy import stats
+
+    pool = calibration.Pool("toy", 1024, 30, {32: [0.80, 0.82], 64: [0.85, 0.87], 128: [0.85, 0.87]}, [0.85, 0.87])
+    pairs = {r.seeds: r for r in calibration.pooled_pair_floor(pool, per_step=512, draws=40000)}
+    assert ((64, 2), (128, 3)) in pairs and ((64, 8), (128, 0)) not in pairs  # n2 ≥ 1
+    assert all(n1 * b1 + n2 * b2 <= 512 and n1 + n2 >= 4 for (b1, n1), (b2, n2) in pairs)
+    on = pairs[((64, 2), (128, 3))]
+    c4 = math.sqrt(2 / 3) * math.gamma(2) / math.gamma(1.5)  # dof 3
+    assert on.ratio == pytest.approx(stats.t.ppf(0.975, 3) * math.sqrt(1.2) * c4 / 1.959964, rel=0.02)
+    assert on.coverage == pytest.approx(0.95, abs=0.01)
+    assert pairs[((32, 4), (64, 6))].coverage < 0.9  # four of its ten seeds sit 3.5 launch stds low
