@@ -22,7 +22,8 @@ With --parts, also the interval's parts for each setting (each part's std, the t
 coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
 With --floor, also the width's floor: the narrowest 95% interval an oracle that knows one launch's std could
 read off one rung within the ladder's budget, and whether it covers (width_floor); and what a rule told the
-right rung, but reading one launch's spread off its seeds, could print there (seed_spread_floor).
+right rung (or two adjacent rungs), but reading one launch's spread off their seeds, could print there
+(seed_spread_floor, pooled_pair_floor).
 
 The same is reported for the rule before issue 22 (`previous_rule`: 2 seeds a rung, a t-test for the
 knee, a + b·ln B or the flat mean on the two rungs past it), with the budget its config gave it (the
@@ -342,8 +343,8 @@ def seed_spread_floor(pool: Pool, per_step: float, level: float = 0.95, grid: in
     off the n = ⌊per_step / B'⌋ seeds the budget pays at B' (n ≥ 2), mean m̂ and std s, as the textbook
     prediction interval for one more draw, m̂ ± t_{n−1}·s·√(1 + 1/n). A rule that reads the spread off one
     rung's seeds pays this on top of finding the rung: the Student quantile of n − 1 degrees of freedom and
-    the rung's own spread σ_B' in place of the launches' σ_L (pooling several rungs buys degrees of freedom
-    only where they scatter alike, and the pools' rungs do not: docs/calibration.md). With the rung's seeds
+    the rung's own spread σ_B' in place of the launches' σ_L (pooled_pair_floor pools two rungs, which buys
+    degrees of freedom where they scatter alike). With the rung's seeds
     normal (σ_B', mean the rung's), s and m̂ are independent and L − m̂ ~ N(d, σ_L² + σ_B'²/n), so the mean
     half-width and the coverage are integrals over s's χ² law (on `grid` of its quantiles): exact, not
     resampled, and as precise as the pool's rung std and launches are."""
@@ -414,6 +415,10 @@ FLOOR_HEADER = ("| setting | the ladder's budget (Σ seeds·B', of B) | the orac
                 "|---|---|---|---|---|---|---|---|---|")
 
 
+def _each_rung(rungs: list[FloorRung]) -> str:
+    return "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in rungs)
+
+
 def _narrowest_covering(rungs: list[FloorRung]) -> str:
     honest = [r for r in rungs if r.coverage >= 0.90]
     best = min(honest, key=lambda r: r.ratio) if honest else None
@@ -423,7 +428,6 @@ def _narrowest_covering(rungs: list[FloorRung]) -> str:
 def floor_row(pool: Pool, per_step: float, outcomes: list[Outcome]) -> str:
     """Markdown: width_floor at every rung, and the narrowest ratio whose coverage is ≥ 0.90, beside the rule's."""
     rungs = width_floor(pool, per_step)
-    cells = "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in rungs)
     launched = [o for o in outcomes if o.launched]
     ratio = width_ratio(pool, launched) if launched else math.nan
     floor = _narrowest_covering(rungs)
@@ -433,9 +437,8 @@ def floor_row(pool: Pool, per_step: float, outcomes: list[Outcome]) -> str:
     law = f"{exact.ratio:.2f}× (B' = {exact.batch_size}, {exact.seeds} seeds)" if exact else "—"
     # A rule that must read one launch's spread off the seeds pays Student's quantile and the rung's spread.
     seeded = seed_spread_floor(pool, per_step)
-    seeded_cells = "; ".join(f"{r.batch_size} × {r.seeds}: {r.ratio:.2f}× ({r.coverage:.2f})" for r in seeded)
-    return (f"| {pool.name} | {per_step:.0f} ({per_step / pool.target_batch_size:.3f}) | {cells} | {floor} | "
-            f"{law} | {seeded_cells} | {_narrowest_covering(seeded)} | {_narrowest_pooled(pool, per_step)} | "
+    return (f"| {pool.name} | {per_step:.0f} ({per_step / pool.target_batch_size:.3f}) | {_each_rung(rungs)} | "
+            f"{floor} | {law} | {_each_rung(seeded)} | {_narrowest_covering(seeded)} | {_narrowest_pooled(pool, per_step)} | "
             f"{ratio:.2f}× |")
 
 
