@@ -17,11 +17,13 @@ from tanplan.outcomes.run_summary import Layout, RunSummary
 SMALL = ["data.num_samples=2000", "train.batch_size=512", "train.steps=20"]
 
 
-def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=False):
+def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=False, num_train=None):
     """A train_fn whose test accuracy is law(B of the run) + N(0, noise²); with of_run, law(RunPlan) (the
     optimize stage's laws depend on S too). Every call's config is kept in train_fn.calls. Like the engine,
     it records the run's releases in workdir/ledger.json (every step of its plan, and DP-SNIP's release),
-    so stages can compose them, and its config in workdir/config.toml."""
+    so stages can compose them, and its config in workdir/config.toml. Its plan is the engine's for the
+    config's training set, or for num_train examples when given (a test whose data would take longer to
+    generate than its stages take to run)."""
     calls = []
     rng = np.random.default_rng(0)
 
@@ -29,7 +31,7 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
         from tanplan.engine.setup import load_data
         from tanplan.privacy.mechanism import resolve_plan
 
-        run = resolve_plan(cfg, load_data(cfg).num_train)
+        run = resolve_plan(cfg, num_train if num_train is not None else load_data(cfg).num_train)
         calls.append(cfg)
         ledger = _ledger(run)
         if workdir is not None:
