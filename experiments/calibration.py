@@ -311,6 +311,15 @@ class FloorRung:
     coverage: float  # the probability that it covers one launch
 
 
+def paid_rungs(pool: Pool, per_step: float, least: int):
+    """(B', n, d, σ_B') for each proxy rung of the pool whose n = ⌊per_step / B'⌋ seeds the budget pays is at
+    least `least`: d the launches' mean minus the rung's, σ_B' the rung's seed std (the floors' inputs)."""
+    for b, accs in pool.rungs.items():
+        n = int(per_step // b)
+        if b < pool.target_batch_size and n >= least and len(accs) >= 2:
+            yield b, n, pool.launch_mean - statistics.fmean(accs), statistics.stdev(accs)
+
+
 def width_floor(pool: Pool, per_step: float, level: float = 0.95) -> list[FloorRung]:
     """The narrowest honest interval any ladder within per_step (Σ seeds·B', the ladder's budget) could print,
     rung by rung: an oracle that knows one launch's std σ_L exactly (no spread to estimate, no t quantile)
@@ -327,12 +336,8 @@ def width_floor(pool: Pool, per_step: float, level: float = 0.95) -> list[FloorR
     z = float(stats.norm.ppf(0.5 + level / 2))
     var_launch = pool.launch_std**2
     out = []
-    for b, accs in pool.rungs.items():
-        n = int(per_step // b)
-        if b >= pool.target_batch_size or n < 1 or len(accs) < 2:
-            continue
-        tau = math.sqrt(var_launch + statistics.variance(accs) / n)
-        d = pool.launch_mean - statistics.fmean(accs)
+    for b, n, d, sigma_b in paid_rungs(pool, per_step, least=1):
+        tau = math.sqrt(var_launch + sigma_b**2 / n)
         cover = float(stats.norm.cdf(z - d / tau) - stats.norm.cdf(-z - d / tau))
         out.append(FloorRung(b, n, tau / math.sqrt(var_launch), cover))
     return out
@@ -353,12 +358,7 @@ def seed_spread_floor(pool: Pool, per_step: float, level: float = 0.95, grid: in
     z = float(stats.norm.ppf(0.5 + level / 2))
     sigma_l = pool.launch_std
     out = []
-    for b, accs in pool.rungs.items():
-        n = int(per_step // b)
-        if b >= pool.target_batch_size or n < 2 or len(accs) < 2:
-            continue
-        sigma_b = statistics.stdev(accs)
-        d = pool.launch_mean - statistics.fmean(accs)
+    for b, n, d, sigma_b in paid_rungs(pool, per_step, least=2):
         tau = math.sqrt(sigma_l**2 + sigma_b**2 / n)
         chi2 = stats.chi2.ppf((np.arange(grid) + 0.5) / grid, n - 1)
         half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * math.sqrt(1 + 1 / n) * sigma_b * np.sqrt(chi2 / (n - 1))
