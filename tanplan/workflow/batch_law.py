@@ -1,49 +1,14 @@
 """The batch law and its prediction for ONE launch: pure functions of (batch size, accuracy) rows.
 
-Proxies (B', σ·B'/B, S) run at the target's per-step signal-to-noise η_step: the DP noise in each step's
-averaged gradient is the same as the target's, and what differs is the sampling noise of B' clipped
-gradients, whose variance falls as 1/B'. So accuracy rises with B' and levels off (TAN, Sander et al.
-2023). Forms of the law, accuracy against the proxy batch B':
-
-- ``knee``: a − b·max(0, ln(k/B')), b ≥ 0: rising in ln B' up to a knee k, flat past it; k is the rung
-  that fits best (least squares over the rungs; k at the first rung is the flat law). Every rung is
-  used: those below the knee place it, those past it average into the plateau a. The prediction at the
-  target is the plateau averaged over the knee's possible places, each weighted by its likelihood
-  exp(−χ²/2) (`knee_average`), and the spread of those plateaus around it is part of Var(law's mean): a
-  knee placed one rung low by seed noise takes in a rung that is still rising and biases the plateau low
-  (on the demo's pool the worst error of a ladder that spends 1/4, 1.8 points with the knee at B' = 32);
-- ``noise``: a + c/B', the sampling-noise term alone; it bends too, more slowly, and keeps a slow rise
-  past any knee (the target, at 1/B ≈ 0, lies next to the largest rungs: an interpolation in 1/B');
-- ``flat``: a (the paper's CIFAR-10 finding past the knee; the knee form with k at the first rung);
-- ``log-linear``: a + b·ln B' (the paper's ImageNet law; it extrapolates ln(B/B'_max) beyond the data).
-
-`[fit] law = "knee"` is the default: on the calibration pools (docs/calibration.md, where the launches
-are held-out data) it predicted the launches best, and the noise law, fitted on the same rungs, landed
-1-2 points above them. `law = "auto"` chooses between knee and noise by forward held-out error (each
-rung predicted from the rungs below it, as the law predicts the target from the rungs below it): the
-knee law unless its held-out error exceeds seed noise by more than the noise law's. The line is never
-chosen automatically: a few held-out rungs cannot tell a real slope from seed noise, and the line
-extrapolates that noise over every doubling to the target.
-
-Each form is fitted by weighted least squares on the rung means, rung k weighted by n_k/s̃_k² (its seeds
-over their variance, shrunk toward the pooled variance: below a knee the seeds scatter more), on the
-widest window of rungs B'_min, ..., B'_max where it passes a lack-of-fit test (the scatter of the rung
-means around the law against the seeds' scatter, at LACK_OF_FIT_ALPHA).
-
-The interval is for one launch at B, whose accuracy is the law's mean at B plus the launch's own
-run-to-run scatter plus whatever the law gets wrong:
-
-    Var = Var(law's mean at B)            the fitted coefficients' uncertainty (seed noise of the rungs),
-                                          and for the knee law the uncertainty of the knee's place
-        + Var(one launch)                 its own spread, from the seeds where the law meets the target (the
-                                          knee law's plateau): v0 + v1/B when their variance falls with B'
-                                          significantly there, else their pooled variance
-        + Var(misspecification)           forward held-out error in excess of what seed noise explains
-
-The launch's spread is taken from the proxies because at constant η_step each step of a proxy carries the
-target's DP noise (docs/calibration.md checks it against pools of launches). When the proxies are
-evaluated on another test set than the launch's, the two sets differ by a fixed amount the proxies
-cannot show; its binomial size is reported beside the interval (eval_set_variance), not in it.
+Proxies (B', σ·B'/B, S) at the target's η_step carry the target's DP noise in each step and differ from
+it only by the sampling noise of B' gradients, so accuracy rises with B' and levels off (TAN, Sander et
+al. 2023). This module fits that law (`[fit] law`: "knee", the default, a rise in ln B' up to a knee and
+a plateau past it; "noise", a + c/B'; "flat"; "log-linear"; "auto") by weighted least squares on the
+widest window of rungs that passes a lack-of-fit test, and predicts one launch at B with an interval of
+three parts: the law's mean at B, the launch's own run-to-run spread (read from the proxies' seeds where
+the law meets the target) and the law's misspecification (forward held-out error beyond seed noise).
+The forms, the weights, the interval's parts and why: docs/ladder.md; how often it covers a launch:
+docs/calibration.md.
 
 Everything here is pure (numpy/scipy, no training): tanplan.workflow.ladder drives it through the engine
 and experiments/calibration.py replays it on pools of measured runs.
