@@ -47,7 +47,7 @@ from tanplan.reports import fit as fit_report
 from tanplan.reports.plan import write_plan_report
 from tanplan.runtime import driver_on_cpu
 from tanplan.workflow import privacy_spent, total_budget, tuning
-from tanplan.workflow.best import load_best_overrides
+from tanplan.workflow.best import load_best_overrides, recorded_releases, recording
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR, frontier_plan
 from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume, check_sweep_space
 from tanplan.workflow.pretrain import check_public, pretrain_config
@@ -329,20 +329,23 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
     check_out_dir(out)
     check_resume(out, resume)
     record = trials = note = None
+    folders, recorded = [], recorded_releases(best) if best else None  # the registry beside best.json, checked
     if best:  # where the sweep's proxies trained (recomputed from its runs): composed with the launch if private
         record, trials, note = tuning_of_best(json.loads(Path(best).read_text(encoding="utf-8")), best, cfg)
+        record, folders, note = recorded.tuning(record, trials, note)  # and every release recorded for best.json
 
-    def check(run):  # before any step: the sweep's ledgers usable, the total within privacy.total_epsilon
+    def check(run):  # before any step: the ledgers usable, the total within privacy.total_epsilon
         if trials is not None:
             check_tuning_runs(trials, run)
-        check_total(cfg, run, trials)
+        recorded.check(run)
+        check_total(cfg, run, folders)
 
     check = check if best else None
     result = launch_stage(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
                           gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
                           before_training=check)
     if record is not None and result.accounting:
-        result = with_tuning(result, Path(out), record, trials)
+        result = with_tuning(result, Path(out), record, folders)
     return dataclasses.replace(result, tuning_note=note)
 
 
@@ -455,17 +458,19 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         planned_cost = costs.planned_compute(cfg, [costs.law_cost(cfg, sizes, seeds)])
         for line in costs.compute_lines(costs.timed(planned_cost, cfg, out, measure=False)):
             log(line)
-    if vary == "data":
-        result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out, log=log)
-    elif vary == "steps":
-        result = fit_stage.privacy_parameter_search(proxies, list(factors or section.factors), proxy_b, seeds, out,
-                                                    log=log)
-    elif sizes == "auto":
-        result = ladder.ladder_fit(proxies.with_overrides({"fit.law": law or section.law}), out, log=log)
-    else:
-        result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
-                                         log=log, max_half_width=section.max_half_width / 100)
-        fit_report.write_fit_report(result, out)
+    with recording(best, out, "fit --best", private=bool(planned)):  # on the private set: launch --best composes it
+        if vary == "data":
+            result = fit_stage.dataset_size_study(proxies, list(factors or [0.25, 0.5, 1.0]), proxy_b, seeds, out,
+                                                  log=log)
+        elif vary == "steps":
+            result = fit_stage.privacy_parameter_search(proxies, list(factors or section.factors), proxy_b, seeds,
+                                                        out, log=log)
+        elif sizes == "auto":
+            result = ladder.ladder_fit(proxies.with_overrides({"fit.law": law or section.law}), out, log=log)
+        else:
+            result = fit_stage.fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law or section.law,
+                                             log=log, max_half_width=section.max_half_width / 100)
+            fit_report.write_fit_report(result, out)
     spent = _report_spent(out, tune, log)
     # and the bound on the total checked before any run (private tuning data)
     return dataclasses.replace(result, privacy_spent=spent, tuning=tune.record(), **planned)

@@ -16,6 +16,7 @@ import os
 import sys
 
 from tanplan import __version__
+from tanplan.commands._args import check_paths
 from tanplan.errors import TanplanError, UsageError
 from tanplan.extras import missing_extra, require_train
 from tanplan.runtime import configure_process
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             require_train(wanted[0])  # before the config is read or anything is written
         parser = build_parser(wanted or COMMANDS)
         args = parser.parse_args(argv)
+        check_paths(args)  # --out "": refused on every command, before anything is read or written
         if not getattr(args, "_run", None):
             parser.print_help()
             return 2

@@ -9,7 +9,13 @@ statistics, as tanplan.baselines.features does for its demo encoder), never with
 statistic of the private set would be a release that no head's accounting covers.
 
 The guarantee is the heads' alone only when the model's weights are public: a model trained on the same
-private data (a DP-SGD run's release) has spent its own budget on it, and the two compose.
+private data (a DP-SGD run's release) has spent its own budget on it, and the two compose. `released_features`
+reads where the model was trained (`provenance`: tanplan.privacy.init_provenance, judged against `data`, the
+private set's [data] config; None: unknown, so anything tanplan trained may be on it) and refuses, before
+any feature is computed: an audit's run; a run without privacy on data that may be the private set (ε = ∞);
+a run folder whose ledger cannot be read; and a DP-SGD run on data that may be the private set unless
+`composed=True` says the caller composes the heads' release with its releases (`provenance(...).events()`,
+DpEvents for tanplan.privacy.accounting). A model tanplan did not write is assumed public.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from tanplan.baselines.data import FeatureSet, feature_set, public_standardiser
 from tanplan.engine.release import LoadedRun, load_run
 from tanplan.errors import UsageError
 from tanplan.models.init import default_head
+from tanplan.privacy import init_provenance
 
 EVAL_BATCH = 512
 
@@ -72,14 +79,33 @@ def head_inputs(run: LoadedRun, x: np.ndarray, head: str | None = None, batch: i
     return np.concatenate(out).astype(np.float64)
 
 
-def released_features(folder: str | Path, private, public_x: np.ndarray,
-                      head: str | None = None) -> tuple[FeatureSet, np.ndarray]:
+def provenance(folder: str | Path, data=None) -> init_provenance.InitProvenance:
+    """Where the released model of `folder` was trained, judged against `data` (the private set's DataConfig,
+    or a Config; None: unknown, so every private release of it composes). UsageError for an audit's run, a
+    run without privacy on data that may be the private set, a run folder whose ledger cannot be read."""
+    data = getattr(data, "data", data)  # a Config: its [data]
+    ident = init_provenance.data_identity(data) if data is not None else None
+    return init_provenance.of_path(folder, ident, "the released model")
+
+
+def released_features(folder: str | Path, private, public_x: np.ndarray, head: str | None = None, *, data=None,
+                      composed: bool = False) -> tuple[FeatureSet, np.ndarray]:
     """(the private set's features, the public pool's) from the released model of a run folder.
 
     private: a tanplan Dataset (x_train, y_train, x_test, y_test: the split the heads learn and are scored
     on, the same as a DP-SGD run's on that data); public_x: the public inputs (the pool of DPPL-Public and
     the source of the standardisation statistics). Both are standardised with the public statistics only.
+    data: the private set's [data] (a DataConfig or Config), which the model's training data is judged
+    against; composed: the caller composes the heads with a model whose releases may be on the private set
+    (see the module docstring), which is refused otherwise.
     """
+    prov = provenance(folder, data)
+    if prov.releases() and not composed:
+        there = "" if prov.epsilon_there is None else f", ε = {prov.epsilon_there:.3g} there"
+        raise UsageError(f"the released model {str(folder)!r} was trained with DP-SGD on data that may be this "
+                         f"private set ({len(prov.releases())} releases{there}): heads on its features compose "
+                         "with it; pass data= (the private set's [data]) if it is other data, or composed=True "
+                         "and compose provenance(folder).events() with the heads' release")
     run = load_run(folder)
     public = head_inputs(run, public_x, head)
     standardise = public_standardiser(public)

@@ -7,7 +7,20 @@ import json
 import math
 import sys
 
+from tanplan.errors import UsageError
 from tanplan.fileio import _jsonable
+
+PATH_OPTIONS = {"out": "--out", "make_features": "--make-features"}  # folders a command writes: never empty
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """UsageError for an empty (or blank) --out, on every command that takes one, before anything runs: Path("")
+    is the current folder, so `--out ""` wrote a whole run, its private checkpoint/ and secret included, there."""
+    for name, flag in PATH_OPTIONS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"{flag} {value!r} is not allowed: name a folder (an empty path would write into the "
+                             "current folder)")
 
 
 def _number(text: str, kind):

@@ -42,8 +42,8 @@ def configure(parser) -> None:
     parser.add_argument("--confidence", type=_confidence, default=DEFAULT_CONFIDENCE, metavar="P",
                         help=f"confidence of the lower bound (default {DEFAULT_CONFIDENCE:g})")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write DIR/run (the audited run: NOT a private release), audit.json, audit.md, "
-                             "canary_scores.png")
+                        help="a new or empty folder: write DIR/run (the audited run: NOT a private release, never "
+                             "resumed), audit.json, audit.md, canary_scores.png")
     parser.add_argument("--json", action="store_true", help="print audit.json's content as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--final-model", action="store_true",

@@ -6,6 +6,8 @@ import argparse
 
 from tanplan import api
 from tanplan.commands._args import positive_int, print_json
+from tanplan.commands.train import init_line
+from tanplan.workflow.best import REGISTRY
 
 HELP = "run the full-scale DP-SGD training of a config, exactly accounted (exit 3 if over the ε budget)"
 
@@ -54,10 +56,15 @@ def execute(args) -> int:
     else:
         eps = "non-private"
     print(f"test accuracy {result.summary.test_accuracy:.4f}; {eps}; {result.wall_seconds:.1f} s")
+    if init_line(result.summary):  # the ε of record composes what its [init] inherited
+        print(f"init: {init_line(result.summary)}")
     if result.tuning_note:
         print(result.tuning_note)
     if result.tuning_data == "private":
-        print(f"total ε on the private set (the sweep's {result.epsilon_total_runs - 1} runs and the launch): "
+        runs = result.epsilon_total_runs - 1  # registry: fits recorded for best.json (private_releases.json) too
+        whose = (f"the {runs} tuning runs on it" if result.tuning and REGISTRY in result.tuning.source else
+                 f"the sweep's {runs} runs")
+        print(f"total ε on the private set ({whose} and the launch): "
               f"{result.epsilon_total:.4g} ({result.epsilon_total_accountant.upper()}; RDP "
               f"{result.epsilon_total_rdp:.4g}) at δ = {a.delta:.3g}"
               + (f" ({result.epsilon_total_note})" if result.epsilon_total_note else ""))

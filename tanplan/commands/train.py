@@ -49,9 +49,26 @@ def execute(args) -> int:
         target_eps = target.epsilon("rdp", "add_remove") or target.target_epsilon
         rows.insert(2, ("proxy for target B, σ, ε", f"{target.batch_size}, {fmt(target.sigma)}, {fmt(target_eps)}"))
     rows.insert(1, ("test accuracy (AugTest)", fmt(summary.test_accuracy_augtest, "{:.4f}")))
+    line = init_line(summary)
+    if line:
+        rows.insert(2, ("init", line))
     if not summary.noise_secret:
         rows.append(("noise", "reproducible from privacy.noise_seed: NOT private"))
     if args.out:
         rows.append(("written to", f"{args.out} (checkpoint/ is private: it holds the run's secret)"))
     print_table(rows, title=f"tanplan train: {cfg.experiment.name}" + ("" if summary.private else " (non-private)"))
     return 0
+
+
+def init_line(summary) -> str | None:
+    """What the run's [init] weights were: "ε = 5.34 composed: this run 4.00 and its init runs/priv1 (2
+    releases)" when their releases compose into its ε of record, else the provenance's note ("assumed
+    public, not produced by tanplan"); None without [init]."""
+    prov = summary.init.provenance if summary.init is not None else None
+    if not prov:
+        return None
+    composed, own = prov.get("composed_releases"), prov.get("epsilon_this_run")
+    if composed and summary.epsilon is not None and own is not None:
+        return (f"ε = {summary.epsilon:.2f} composed: this run {own:.2f} and its init {prov.get('source')} "
+                f"({composed} release{'s' if composed > 1 else ''})")
+    return f"{prov.get('source')}: {prov.get('note')}"

@@ -6,7 +6,6 @@ set would be a release that DP-SGD's accounting does not cover.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, replace
 
@@ -119,25 +118,6 @@ def validated(ds: Dataset, source: str) -> Dataset:
     return Dataset(ds.name, x_train, y_train, x_test, y_test, num_classes, ds.mean, ds.std)
 
 
-def row_digests(x: np.ndarray, grid: float | None = None) -> set[bytes]:
-    """A 16-byte digest of each example's input: two sets that share an example share a digest (used to
-    refuse a "public" tuning set that holds private examples).
-
-    grid None: the float32 bytes (bit-identical rows only). grid > 0: near-duplicates too: each row is
-    rounded to multiples of `grid` on two grids offset by half a cell, and both digests are kept (tagged
-    by grid), so two rows whose every coordinate differs by much less than grid/2 share a digest on at least
-    one grid unless a coordinate of each grid falls at a cell's edge (a scaled and shifted copy, private ×
-    1.0000001 + 1e-6, shares nearly every row)."""
-    rows = np.ascontiguousarray(np.asarray(x, np.float32).reshape(len(x), -1))
-    if grid is None:
-        return {hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in rows}
-    found: set[bytes] = set()
-    for tag, offset in ((b"a", 0.0), (b"b", 0.5)):
-        cells = np.floor(rows.astype(np.float64) / grid + offset).astype(np.int64)
-        found |= {hashlib.blake2b(tag + row.tobytes(), digest_size=16).digest() for row in cells}
-    return found
-
-
 def same_test_set(a, b, rows: int = 65_536) -> bool:
     """Whether two datasets (in-memory Datasets or Sources) hold the same test rows, inputs and labels, in
     the same order; sources are compared in slices of `rows` (the test set is public: reading it is free)."""
@@ -151,16 +131,6 @@ def same_test_set(a, b, rows: int = 65_536) -> bool:
         if not (np.array_equal(ya, yb) and np.array_equal(xa, xb)):
             return False
     return True
-
-
-def source_digests(source, rows: int = 65_536, grid: float | None = None) -> set[bytes]:
-    """row_digests of every row of a random-access source (tanplan.data.source), read in consecutive
-    slices of `rows` (bounded memory: a source larger than memory is scanned, never held)."""
-    found: set[bytes] = set()
-    for start in range(0, len(source), rows):
-        x, _ = read_rows(source, np.arange(start, min(start + rows, len(source))))
-        found |= row_digests(x, grid)
-    return found
 
 
 def _labels(y, what: str, public: bool = False) -> np.ndarray:

@@ -7,9 +7,14 @@ orthonormal and no canary's observation holds another's. Each canary is, by a fa
 At every step the run's own Poisson sampler (tanplan.dp.sampling, rate q) draws which canaries the step
 holds, and the held-in ones among them join the clipped sum: a held-in canary is exactly an added example
 whose clipped gradient is c_j at every step, the add/remove-one neighbour that the accountant's ε is about
-(tanplan.privacy.accounting). The coins, the supports, the signs and the per-step draws come from the run's
-secret (tanplan.dp.secret, streams CANARY, CANARY_BATCH, SHADOW), never from a seed a config shows, and
-reach the compiled step as arguments, never as constants (a compilation cache on disk would keep them).
+(tanplan.privacy.accounting).
+
+Guarantee: the coins, the supports, the signs and the per-step draws (and the auditor's shadow batches) come
+from the AUDIT'S OWN secret (tanplan.dp.secret.RunSecret.fresh: 256 bits of OS entropy, streams CANARY,
+CANARY_BATCH, SHADOW), drawn in `wrap` and kept in memory only: never from a seed a config shows, and never
+from the run's secret, which checkpoint/run_secret.json keeps on disk (whoever read that file could otherwise
+recompute which canaries were held in). An audited run is never resumed, so nothing needs to keep it. The
+draws reach the compiled step as arguments, never as constants (a compilation cache on disk would keep them).
 
 What the auditor reads (`observe`): the released noisy sum minus a shadow sum, the clipped sum of a second
 Poisson batch of the training set drawn by the auditor, on each canary's coordinates. Projected on u_j and
@@ -37,7 +42,7 @@ from jax.flatten_util import ravel_pytree
 
 from tanplan.dp import noise, sampling
 from tanplan.dp.mechanism import Mechanism
-from tanplan.dp.secret import CANARY, CANARY_BATCH, SHADOW
+from tanplan.dp.secret import CANARY, CANARY_BATCH, SHADOW, RunSecret
 from tanplan.dp import step as dp_step
 
 OBSERVATION = "canary_observation"  # the step's metric that carries what the auditor reads of the canaries
@@ -91,7 +96,7 @@ class CanaryRecord:
 
 
 def draw(design: CanaryDesign, num_params: int, rng: np.random.Generator) -> CanaryArrays:
-    """Supports, signs and held-in coins from rng (the run's secret stream CANARY)."""
+    """Supports, signs and held-in coins from rng (the audit's own secret, stream CANARY)."""
     m, b = design.count, design.block
     index = rng.permutation(num_params)[: m * b].reshape(m, b).astype(np.int32)
     weight = (rng.choice([-1.0, 1.0], size=(m, b)) / np.sqrt(b)).astype(np.float32)
@@ -100,7 +105,7 @@ def draw(design: CanaryDesign, num_params: int, rng: np.random.Generator) -> Can
 
 
 def step_draws(secret, step: int, count: int, num_examples: int, q: float) -> tuple[np.ndarray, np.ndarray]:
-    """(chosen, shadow) of one step, from the run's secret: chosen (M,) bool, the canaries that the run's own
+    """(chosen, shadow) of one step, from `secret` (the audit's own): chosen (M,) bool, the canaries that the run's own
     Poisson sampler (tanplan.dp.sampling, rate q) puts in this step (held-out ones are then left out by the
     step); shadow, the indices of a second Poisson batch of the training set, the auditor's (see `observe`)."""
     chosen = np.zeros(count, dtype=bool)
@@ -157,21 +162,23 @@ def audited_noisy_sum(grad_sum: Callable, noise_std: float, design: CanaryDesign
 class Audited:
     """A run's mechanism with M gradient canaries wrapped around it (the privacy audit only): the same
     batches, noise, events and relation (`mechanism`), the canaries' secret draw (`arrays`) and the step's
-    extra draws. Its `noisy_sum` replaces the mechanism's in the step; the loop asks it for each step's
-    inputs (`step_inputs`) and hands it each step's observation (`keep`), and the auditor reads `record()`."""
+    extra draws, all from `secret`, the audit's own (memory only; module docstring). Its `noisy_sum` replaces
+    the mechanism's in the step; the loop asks it for each step's inputs (`step_inputs`) and hands it each
+    step's observation (`keep`), and the auditor reads `record()`."""
 
     mechanism: Mechanism
     design: CanaryDesign
     arrays: CanaryArrays
+    secret: RunSecret = field(compare=False)  # the audit's own: OS entropy, never the run's stored secret
     observed: list = field(default_factory=list, compare=False)  # one device array per step, read at the end
 
     def noisy_sum(self) -> Callable:
         return audited_noisy_sum(self.mechanism.clipped_sum, self.mechanism.noise_std, self.design)
 
     def draws(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """(chosen, shadow) of step t (`step_draws`), from the run's secret at the run's rate q."""
+        """(chosen, shadow) of step t (`step_draws`), from the audit's secret at the run's rate q."""
         m = self.mechanism
-        return step_draws(m.secret, t, self.design.count, m.plan.dataset_size, m.q)
+        return step_draws(self.secret, t, self.design.count, m.plan.dataset_size, m.q)
 
     def keep(self, metrics: dict) -> dict:
         """metrics without the step's observation, which is kept here (never published)."""
@@ -183,14 +190,17 @@ class Audited:
         return CanaryRecord(self.design, self.arrays, np.stack([_host(o) for o in self.observed]))
 
 
-def wrap(mechanism: Mechanism, count: int, params) -> Audited:
-    """`count` canaries of norm C (the mechanism's sensitivity) around the mechanism, drawn from its secret
-    (stream CANARY) over the coordinates of params. ValueError for a non-private or masked mechanism."""
+def wrap(mechanism: Mechanism, count: int, params, secret: RunSecret | None = None) -> Audited:
+    """`count` canaries of norm C (the mechanism's sensitivity) around the mechanism, over the coordinates of
+    params, drawn from `secret` (stream CANARY): by default a fresh one of OS entropy, held by the returned
+    wrapper only, never the mechanism's (the run's, stored on disk). ValueError for a non-private or masked
+    mechanism."""
     if mechanism.sensitivity is None or mechanism.clipped_sum is None:
         raise ValueError("gradient canaries need a private run's dense clipped sum (not the masked step of pruning)")
+    secret = RunSecret.fresh() if secret is None else secret  # even with privacy.noise_seed: coins stay secret
     num_params = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(params))
     design = design_for(count, num_params, mechanism.sensitivity)
-    return Audited(mechanism, design, draw(design, num_params, mechanism.secret.batch_rng(CANARY, 0)))
+    return Audited(mechanism, design, draw(design, num_params, secret.batch_rng(CANARY, 0)), secret)
 
 
 def _host(x) -> np.ndarray:

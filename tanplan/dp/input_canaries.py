@@ -13,8 +13,10 @@ therefore exactly an added example, the add/remove-one neighbour of the accounta
 clipping (a bound above C, a route whose norms are wrong) or in the views' keys moves the released sum by
 more than the accountant assumes: the audit sees it, which gradient canaries cannot.
 
-Guarantee and threat model. The coins, inputs, labels and per-step draws come from the run's secret (stream
-CANARY), never from a public seed, and reach the compiled step as arguments. What the auditor reads
+Guarantee and threat model. The coins, inputs, labels and per-step draws come from the AUDIT'S OWN secret
+(streams CANARY and CANARY_BATCH of a RunSecret.fresh() of OS entropy drawn in `wrap`, kept in memory only),
+never from a public seed and never from the run's secret, which checkpoint/run_secret.json keeps on disk (from
+it the held-in canaries could be recomputed); they reach the compiled step as arguments. What the auditor reads
 (`observe`), at each step: x_tj = ⟨released noisy sum − the clipped sum of the step's real rows, u_j⟩ / C,
 u_j the unit direction of canary j's own clipped gradient at the step's parameters. Under the claimed
 mechanism that is ‖clip_C(g_j)‖/C ≤ 1 when j joined the step, plus N(0, σ²), plus the other joined canaries'
@@ -47,7 +49,7 @@ from tanplan.dp import noise
 from tanplan.dp import step as dp_step
 from tanplan.dp.canaries import OBSERVATION, CanaryRecord, _host, step_draws
 from tanplan.dp.mechanism import Mechanism
-from tanplan.dp.secret import CANARY
+from tanplan.dp.secret import CANARY, RunSecret
 
 INPUT_SCALE = 4.0  # the crafted inputs' spread: far outside any standardised data, so their gradients exceed C
 
@@ -81,7 +83,7 @@ class InputArrays:
 
 def draw(design: InputDesign, input_shape: tuple, num_classes: int, dataset_size: int,
          rng: np.random.Generator) -> InputArrays:
-    """Inputs, labels and held-in coins from rng (the run's secret stream CANARY)."""
+    """Inputs, labels and held-in coins from rng (the audit's own secret, stream CANARY)."""
     m = design.count
     x = (INPUT_SCALE * rng.standard_normal((m, *input_shape))).astype(np.float32)
     y = rng.integers(0, num_classes, size=m).astype(np.int32)
@@ -163,15 +165,16 @@ class InputAudited:
     mechanism: Mechanism
     design: InputDesign
     arrays: InputArrays
+    secret: RunSecret = field(compare=False)  # the audit's own: OS entropy, never the run's stored secret
     observed: list = field(default_factory=list, compare=False)
 
     def noisy_sum(self) -> Callable:
         return audited_noisy_sum(self.mechanism.clipped_sum, self.mechanism.noise_std, self.design)
 
     def draws(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """(chosen, no shadow batch) of step t: the canaries' Poisson draw, from the run's secret at rate q."""
+        """(chosen, no shadow batch) of step t: the canaries' Poisson draw, from the audit's secret at rate q."""
         m = self.mechanism
-        chosen, _ = step_draws(m.secret, t, self.design.count, m.plan.dataset_size, m.q)
+        chosen, _ = step_draws(self.secret, t, self.design.count, m.plan.dataset_size, m.q)
         return chosen, np.zeros(0, np.int64)
 
     def keep(self, metrics: dict) -> dict:
@@ -183,12 +186,14 @@ class InputAudited:
         return CanaryRecord(self.design, self.arrays, np.stack([_host(o) for o in self.observed]))
 
 
-def wrap(mechanism: Mechanism, count: int, input_shape: tuple, num_classes: int) -> InputAudited:
-    """`count` input canaries around the mechanism, drawn from its secret (stream CANARY). ValueError for a
-    non-private or masked mechanism."""
+def wrap(mechanism: Mechanism, count: int, input_shape: tuple, num_classes: int,
+         secret: RunSecret | None = None) -> InputAudited:
+    """`count` input canaries around the mechanism, drawn from `secret` (stream CANARY): by default a fresh one
+    of OS entropy, held by the returned wrapper only, never the mechanism's (the run's, stored on disk).
+    ValueError for a non-private or masked mechanism."""
     if mechanism.sensitivity is None or mechanism.clipped_sum is None:
         raise ValueError("input canaries need a private run's dense clipped sum (not the masked step of pruning)")
+    secret = RunSecret.fresh() if secret is None else secret  # even with privacy.noise_seed: coins stay secret
     design = InputDesign(count, float(mechanism.sensitivity), float(mechanism.q))
-    arrays = draw(design, tuple(input_shape), num_classes, mechanism.plan.dataset_size,
-                  mechanism.secret.batch_rng(CANARY, 0))
-    return InputAudited(mechanism, design, arrays)
+    arrays = draw(design, tuple(input_shape), num_classes, mechanism.plan.dataset_size, secret.batch_rng(CANARY, 0))
+    return InputAudited(mechanism, design, arrays, secret)

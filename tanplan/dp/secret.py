@@ -7,11 +7,14 @@ drawn once per run, and from nothing else:
 
 - the noise of step t: `fold_in(secret.key(NOISE), t)`; the Poisson batch of step t:
   `secret.batch_rng(BATCH, t)`; DP-SNIP's batch and noise: `secret.batch_rng(SNIP, 0)`, `secret.key(SNIP)`;
-  the privacy audit's canaries (tanplan.dp.canaries): `secret.batch_rng(CANARY, 0)`, and at step t the
-  canaries sampled `secret.batch_rng(CANARY_BATCH, t)` and the auditor's shadow batch `secret.batch_rng(SHADOW, t)`;
   the AugMult views of the example of dataset index i at step t: `fold_in(fold_in(secret.key(AUGMENT), t), i)`
   (tanplan.dp.augmult.example_keys), a function of the example's own identity, never of the batch's other rows.
   Every stream is derived from all 256 bits through numpy's SeedSequence, so streams are independent.
+- The privacy audit's canaries (tanplan.dp.canaries, tanplan.dp.input_canaries) use a secret of their own,
+  `RunSecret.fresh()` drawn by the audit and held in memory only, never the run's (which `save` keeps on
+  disk: its reader could recompute the held-in canaries): their coins `batch_rng(CANARY, 0)`, at step t the
+  canaries sampled `batch_rng(CANARY_BATCH, t)` and the auditor's shadow batch `batch_rng(SHADOW, t)`. So do
+  the final-model audit's coins (tanplan.workflow.final_audit). An audited run is never resumed.
 - It is private state: stored only in the run's checkpoint folder (owner-only file, `save`), so that
   a resumed run continues with the identical batches and noise; never in a config, summary, ledger,
   metrics file, report, log or the released model, and `repr` hides it.

@@ -12,7 +12,9 @@ a checksum of those leaves. The folder is private (owner-only): it also holds th
 
 Atomicity and damage: orbax writes each step into a temporary directory and renames it when complete;
 temporary directories left by a killed process (never a complete checkpoint) are removed whenever the
-folder is opened or closed. A checkpoint is deleted only by the rotation of the process that wrote it:
+folder is opened or closed, in this process's thread (never by orbax's background cleanup, which would
+outlive a process that exits right after opening the folder). Opening and closing leave no thread
+behind. A checkpoint is deleted only by the rotation of the process that wrote it:
 of the checkpoints this process saved, those older than the newest MAX_TO_KEEP in the folder go; a
 checkpoint written by an earlier session (the one a resume started from) is never deleted.
 `restore_intact` takes the newest checkpoint that reads back whole and matches its checksum; unreadable
@@ -72,11 +74,16 @@ class Checkpoints:
             self.directory.mkdir(parents=True, exist_ok=True)
             os.chmod(self.directory, 0o700)  # private: the run's secret lives here too
             self.remove_temporaries()
-            self.manager = ocp.CheckpointManager(  # no max_to_keep: orbax would delete earlier sessions' too
+            # No max_to_keep: orbax would delete earlier sessions' too. No cleanup_tmp_directories: orbax runs
+            # it in a thread that close() never joins; a process that exits right after opening the folder
+            # (a resume refused at its secret) had that thread print an asyncio traceback ("cannot schedule
+            # new futures after interpreter shutdown") after its one-line error. remove_temporaries does the
+            # same, synchronously, on opening and on closing.
+            self.manager = ocp.CheckpointManager(
                 self.directory,
                 options=ocp.CheckpointManagerOptions(create=True,
                                                      enable_async_checkpointing=False,
-                                                     cleanup_tmp_directories=True),
+                                                     cleanup_tmp_directories=False),
             )
         except OSError as err:
             raise CheckpointError(f"cannot use the checkpoint folder {str(self.directory)!r}: {err}") from None

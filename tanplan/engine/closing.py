@@ -71,24 +71,36 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, c
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
         audit_canaries=canaries or None, private_release=False if canaries or audit_data else None,
-        init=init_of(s.run))
+        init=init_of(s.run, ledger))
 
 
-def init_of(run) -> Init | None:
+def init_of(run, ledger=None) -> Init | None:
     """What summary.json says of [init]: the weights' source and digest, the head re-initialised, the
-    trainable and frozen scalars; None for a run from experiment.seed's draw with every parameter trained."""
+    trainable and frozen scalars, where the weights were trained (`provenance`, from the run's ledger: the
+    composed ε is its figure of record); None for a run from experiment.seed's draw with every parameter
+    trained."""
     if run.init is None and run.partition is None:
         return None
     total = sum(int(leaf.size) for leaf in jax.tree.leaves(run.params))
     trainable = sum(int(leaf.size) for leaf in jax.tree.leaves(trainable_of(run.partition, run.params)))
     return Init(source=run.init.source if run.init else "", digest=run.init.digest if run.init else None,
                 reinitialised=run.init.reinitialised if run.init else (), trainable_parameters=trainable,
-                frozen_parameters=total - trainable)
+                frozen_parameters=total - trainable, provenance=provenance_of(run, ledger))
+
+
+def provenance_of(run, ledger) -> dict | None:
+    """What summary.json and the model card say of where [init]'s weights were trained: the provenance's
+    record (tanplan.privacy.init_provenance), with this run's own ε of record beside the composed one."""
+    if run.provenance is None:
+        return None
+    record = run.provenance.record(run.init.digest if run.init else None)
+    return record | {"epsilon_this_run": ledger.epsilon_this_run() if ledger is not None else None}
 
 
 def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
-    """model/model.json: the architecture, the weights released and the figures of record; an audited
-    run's says it is not a private release."""
+    """model/model.json: the architecture, the weights released and the figures of record (`epsilon`: the
+    composition with what its [init] inherited, `init` saying what that was); an audited run's says it is
+    not a private release."""
     m, dataset = cfg.model, s.run.dataset
     card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order, "options": m.options,
             "num_classes": dataset.num_classes, "input_shape": list(dataset.input_shape),
@@ -101,4 +113,6 @@ def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
         card |= {"private_release": False}
     if summary.audit_canaries:
         card |= {"audit_canaries": summary.audit_canaries}
+    if summary.init is not None and summary.init.provenance:  # what it starts from: "epsilon" composes it
+        card |= {"init": dict(summary.init.provenance)}
     return card

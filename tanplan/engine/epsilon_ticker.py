@@ -33,6 +33,7 @@ class EpsilonTicker:
         if not self.active:
             return
         self.before = [e for e in (r.event() for r in ledger.releases if r is not release) if e is not None]
+        self.before += ledger.inherited_events()  # [init]'s composed releases: part of the figure of record
         if self.accountant == "rdp":
             before = accounting.make_accountant("rdp")
             for event in self.before:

@@ -89,7 +89,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): that many
     gradient canaries wrap the run's mechanism (tanplan.dp.canaries; canary_kind "input": crafted examples
     clipped with the batch, tanplan.dp.input_canaries); summary.json and the model card say so
-    (audit_canaries, private_release false), and on_canaries receives the CanaryRecord (the secret draw and
+    (audit_canaries, private_release false), the folder is marked when opened (run_folder.AUDIT_MARKER: no
+    resume, no other run into it), and on_canaries receives the CanaryRecord (the secret draw and
     what each step released on the canaries) once the run finished: it is never written, never in the summary.
     dataset: a tanplan.data Dataset to train on in place of cfg.data's (tanplan.workflow.final_audit passes its
     training set with the held-in input canaries); N, q and σ are then this set's, and summary.json and the
@@ -104,7 +105,8 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
     prepared = setup.prepare(cfg, dataset)  # data, plan, δ, model: everything that can refuse the run, before any file
     plan = prepared.plan
-    with RunFolder(workdir, resume=resume, primary=primary, lock=single) as folder:
+    audit = bool(canaries) or dataset is not None  # an audit's run: its folder is marked before anything else
+    with RunFolder(workdir, resume=resume, primary=primary, lock=single, audit=audit) as folder:
         # The secret is bound to this run: reused only by its own resume (a Ray launch's workers read the driver's).
         secret = folder.secret(cfg.privacy.noise_seed, run_identity(cfg, plan, prepared.dataset, prepared.params,
                                                                  setup.init_digest(prepared)),
@@ -160,7 +162,7 @@ def _resume_or_start(cfg: Config, run: setup.Run, folder: RunFolder, backend: st
     grid = accounting.pld_grid(plan.events(), plan.delta, plan.neighbouring) if plan.private and not proxy else None
     ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta,
                     accountant=plan.accountant, neighbouring=plan.neighbouring, proxy=proxy, pld_interval=grid,
-                    public=setup.public_inputs(run))
+                    **setup.ledger_inputs(run))  # [init]: public, or its inherited releases
     # The planned layout is public (N, q, the config); a layout grown for a batch that outgrew it is
     # private (it bounds a sampled batch size): it stays in the checkpoint, never in summary.json.
     planned = layout = sampling.batch_layout(run.dataset.num_train, plan.q, cfg.train.physical_batch_size, ndev)

@@ -27,6 +27,7 @@ from tanplan.dp import secret
 from tanplan.engine import setup
 from tanplan.engine.checkpoint import Checkpoints
 from tanplan.engine.loop import train_and_evaluate
+from tanplan.engine.run_folder import check_audit_folder
 from tanplan.engine.run_identity import run_identity
 from tanplan.errors import UsageError, WorkerLost
 from tanplan.fileio import exclusive
@@ -90,6 +91,7 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
     """
     out = Path(out).absolute()
     driver_on_cpu()  # the model initialised for the run's identity: on the CPU, the GPUs are the workers'
+    check_audit_folder(out, resume=resume, audit=False)  # an audit's run: never resumed, never trained into
     with exclusive(out, "launch"):
         create_secret(cfg, out, resume=resume)
         return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,

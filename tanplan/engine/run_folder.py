@@ -12,6 +12,14 @@
                          (<step>.damaged-<time>: tanplan deletes no checkpoint it did not write in this
                          process). Whoever reads it can replay the noise: never publish it.
     out/.tanplan.lock    held while a process trains into out
+    out/audit_run.json   only in an audit's run (tanplan.workflow.audit, final_audit): written when the folder
+                         is opened, before the secret or any step, so that a kill at any point leaves the
+                         folder marked as trained with canaries, NOT a private release
+
+An audit's run is never resumed and never reused: its canaries' secret lived in the audit's memory only, so
+a resume could not continue it, and a run trained on into it would release parameters that saw canaries
+under a summary without `audit_canaries` / `private_release: false`. RunFolder refuses both (`audit_evidence`:
+the marker, or an audit's summary.json or model card when the marker is gone).
 
 workdir None: a run that writes nothing (tests, benchmarks); its secret lives in memory only. What a
 resume must match, and what the secret is bound to: tanplan.engine.run_identity.
@@ -36,14 +44,59 @@ from tanplan.fileio import exclusive, write_json_atomic, write_text_atomic
 METRICS = "metrics.jsonl"
 CHECKPOINT = "checkpoint"
 DIAGNOSTICS = "train_diagnostics.jsonl"
+AUDIT_MARKER = "audit_run.json"
+AUDIT_REPORTS = ("audit.json", "final_audit.json")  # what an audit writes beside its run folder
+AUDIT_NOTE = {"private_release": False,
+              "note": "this run was trained by a privacy audit, with canaries: it is NOT a private release, and it "
+                      "is never resumed (its canaries' secret lived in the audit's memory only)"}
+
+
+def audit_evidence(folder: str | Path) -> str | None:
+    """The file that shows `folder` is an audit's run (trained with canaries: not a private release), or None.
+    The marker first; for a folder written before it existed, or with it deleted, an audit's summary.json or
+    model/model.json (`audit_canaries`, `private_release: false`)."""
+    folder = Path(folder)
+    if (folder / AUDIT_MARKER).exists():
+        return AUDIT_MARKER
+    for name in ("summary.json", f"{MODEL_FOLDER}/model.json"):
+        try:
+            record = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # absent or unreadable: no evidence either way
+        if isinstance(record, dict) and (record.get("audit_canaries") or record.get("private_release") is False):
+            return name
+    return None
+
+
+def check_audit_folder(out: str | Path, *, resume: bool, audit: bool) -> None:
+    """UsageError when a run may not go into `out` because of an audit (module docstring): a resume of an
+    audit's run, any other run into an audit's run or into the folder of an audit's report, an audit's run
+    into a folder that already holds one. Reads only: called before anything is created."""
+    out = Path(out)
+    found = audit_evidence(out) if out.is_dir() else None
+    if found and resume:
+        raise UsageError(f"--resume is not allowed: {str(out)!r} holds an audit's run ({found}: trained with canaries, "
+                         "not a private release); an audited run is never resumed, its canaries lived in memory "
+                         "only: run the audit again into a new --out")
+    if found:
+        raise UsageError(f"--out {str(out)!r} is not allowed: it already holds an audited run ({found}: trained "
+                         "with canaries, not a private release): choose a new --out")
+    report = next((n for n in AUDIT_REPORTS if (out / n).exists()), None) if not audit else None
+    if report:
+        raise UsageError(f"--out {str(out)!r} is not allowed: it holds an audit's outputs ({report}), whose run was "
+                         "trained with canaries: choose a new --out")
 
 
 class RunFolder:
     """Context manager over a run's folder: the lock, the checkpoints and the secret."""
 
-    def __init__(self, out: str | Path | None, *, resume: bool, primary: bool = True, lock: bool = True):
+    def __init__(self, out: str | Path | None, *, resume: bool, primary: bool = True, lock: bool = True,
+                 audit: bool = False):
+        """audit: the folder of an audit's run (trained with canaries): marked as such when opened."""
+        if out is not None and str(out).strip() == "":
+            raise UsageError("--out '' is not allowed: name a folder (an empty path would write into the current one)")
         self.out = Path(out) if out is not None else None
-        self.resume, self.primary, self.lock = resume, primary, lock
+        self.resume, self.primary, self.lock, self.audit = resume, primary, lock, audit
         self.checkpoints = None
         self._lock = None
         self._before: set[str] | None = None  # the folder's entries before this run (None: it did not exist)
@@ -54,11 +107,15 @@ class RunFolder:
             return self
         if self.out.exists() and not self.out.is_dir():
             raise UsageError(f"--out {str(self.out)!r} is not allowed: it is a file, not a folder")
+        check_audit_folder(self.out, resume=self.resume, audit=self.audit)
         self._before = {p.name for p in self.out.iterdir()} if self.out.exists() else None
         if self.lock:
             self._lock = exclusive(self.out, "run")
             self._lock.__enter__()
         try:
+            if self.audit and self.primary:  # before the secret and any step: a kill leaves the folder marked
+                self.out.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(self.out / AUDIT_MARKER, AUDIT_NOTE)
             self.checkpoints = Checkpoints(self.out / CHECKPOINT)
             latest = self.checkpoints.latest_step()
             if latest is not None and not self.resume:

@@ -31,6 +31,7 @@ from tanplan.models import init as model_init
 from tanplan.models.plugins import check_per_example, check_rows_alone
 from tanplan.outcomes.run_summary import Pruning
 from tanplan.plugins import is_import_path
+from tanplan.privacy import init_provenance
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
 
 
@@ -85,26 +86,43 @@ class Prepared:
     init_key: Any
     public_root: Any
     test_key: Any
-    init: model_init.InitWeights | None = None  # [init]'s public weights (None: experiment.seed's draw)
+    init: model_init.InitWeights | None = None  # [init]'s weights (None: experiment.seed's draw)
     partition: dp_partition.Partition | None = None  # the trainable parameters (None: all of them)
+    provenance: init_provenance.InitProvenance | None = None  # where [init]'s weights were trained
 
 
-def check_init(cfg: Config):
-    """[init]'s checks that need no data: its source is read (a missing or foreign file refused), its
-    frozen_blocks fit the model, pruning is not asked beside frozen parameters. Returns the source."""
+@dataclass(frozen=True)
+class CheckedInit:
+    """[init] read and judged before any data: its arrays (models.init.read_source) and its provenance."""
+
+    source: tuple
+    provenance: init_provenance.InitProvenance
+
+
+def check_init(cfg: Config) -> CheckedInit | None:
+    """[init]'s checks that need no data: init.path is not the private data file; its provenance is read
+    (an audit's run, a run folder whose ledger cannot be read, a run without privacy on this data refused:
+    tanplan.privacy.init_provenance); its arrays are read and checked (a missing, foreign, truncated, non-
+    numeric or non-finite source refused); its frozen_blocks fit the model, pruning is not asked beside
+    frozen parameters. None without [init]."""
     freeze.block_patterns(cfg)
     frozen = cfg.init.trainable or cfg.init.frozen or cfg.init.frozen_blocks
     if frozen and sparsity.enabled(cfg):
         raise UsageError("[init] trainable / frozen / frozen_blocks are not allowed with [pruning]: the masked step "
                          "of pruning and gradient dropping updates every parameter")
-    return model_init.read_source(cfg) if (cfg.init.path or cfg.init.loader) else None
+    if not (cfg.init.path or cfg.init.loader):
+        return None
+    provenance = init_provenance.read(cfg)  # before its arrays: the private data file is never read as weights
+    return CheckedInit(model_init.read_source(cfg), provenance)
 
 
 def prepare(cfg: Config, dataset=None) -> Prepared:
-    """Load the data, resolve the plan, build the model and its public initialisation (experiment.seed, or
-    [init]'s weights laid on it by path), and which parameters train ([init] trainable / frozen).
+    """Load the data, resolve the plan, build the model and its initialisation (experiment.seed, or [init]'s
+    weights laid on it by path), and which parameters train ([init] trainable / frozen); BudgetExceeded when
+    the plan's releases composed with those [init]'s weights inherited exceed privacy.total_epsilon
+    (tanplan.privacy.init_provenance.check_total), before any file is written.
     dataset: the data to train on in place of cfg.data's (the final-model audit's set, with its canaries)."""
-    source = check_init(cfg)  # before any data is read
+    checked = check_init(cfg)  # before any data is read
     dataset = load_data(cfg) if dataset is None else dataset
     tasks.check_label_dtype(cfg, getattr(dataset, "label_dtype", ""))  # float labels: refused, not exit 1 later
     plan = resolve_plan(cfg, dataset.num_train)
@@ -113,7 +131,9 @@ def prepare(cfg: Config, dataset=None) -> Prepared:
     augment = build_augmentation(cfg, dataset)
     init_key, public_root, test_key = jax.random.split(jax.random.key(cfg.experiment.seed, impl="threefry2x32"), 3)
     params = model.init(init_key, public_example(dataset.input_shape, 1))["params"]
-    init = model_init.load_init(cfg, params, source)  # by path and shape: a mismatch is refused here
+    init = model_init.load_init(cfg, params, checked.source if checked else None)  # a shape mismatch: refused
+    provenance = checked.provenance if checked else None
+    init_provenance.check_total(provenance, plan, cfg)  # with its init's releases: exit 3 before any file
     params = init.params if init is not None else params
     trainable = freeze.trainable_paths(cfg, params)
     partition = dp_partition.Partition(trainable) if trainable is not None else None
@@ -123,7 +143,8 @@ def prepare(cfg: Config, dataset=None) -> Prepared:
     logits_fn = precision.in_compute_dtype(lambda p, x: model.apply({"params": p}, x), cfg.train.compute_dtype)
     if not sparsity.enabled(cfg):  # the per-layer route's numeric self-check, before anything is written
         routes.check(cfg, *dp_partition.logits_over(partition, logits_fn, params), public_example(dataset.input_shape))
-    return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key, init, partition)
+    return Prepared(dataset, plan, model, logits_fn, augment, params, init_key, public_root, test_key, init, partition,
+                    provenance)
 
 
 def init_digest(p: Prepared) -> str | None:
@@ -155,8 +176,9 @@ class Run:
     audited: canary_lib.Audited | input_canaries.InputAudited | None = None  # the audit's canaries around the mechanism (tanplan.dp.canaries)
     label_classes: int = 0  # labels read are checked to lie in [0, label_classes) (0: a plugged-in task's labels)
     route_note: str | None = None  # which gradient route applies and why: a plugged-in model, or vmap by its cost
-    init: model_init.InitWeights | None = None  # [init]'s public weights
+    init: model_init.InitWeights | None = None  # [init]'s weights
     partition: dp_partition.Partition | None = None  # the trainable parameters (None: all): tanplan.dp.partition
+    provenance: init_provenance.InitProvenance | None = None  # where [init]'s weights were trained
 
     @property
     def route(self) -> str:
@@ -177,7 +199,8 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
     Its metrics carry `params_finite`, whether the released (noisy) parameters are all finite: the loop
     detects divergence from them, never from the noiseless loss of the private batch.
     canaries > 0 (the privacy audit only, tanplan.workflow.audit): that many gradient canaries wrap the
-    mechanism (tanplan.dp.canaries.wrap, drawn from the secret), joining its clipped sum before the noise;
+    mechanism (tanplan.dp.canaries.wrap: drawn from the audit's own secret, never this one), joining its clipped
+    sum before the noise;
     canary_kind "input": that many crafted examples instead, clipped with the batch (tanplan.dp.input_canaries).
     """
     p = prepared or prepare(cfg)
@@ -212,7 +235,7 @@ def build(cfg: Config, secret, prepared: Prepared | None = None, *, canaries: in
                sharding.data_mesh(devices), sharding.data_mesh(_local(devices)), mask, pruned, audited,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
                route_note=route_line(cfg.model.name, route) if _said(cfg, route) else None,
-               init=p.init, partition=p.partition)
+               init=p.init, partition=p.partition, provenance=p.provenance)
 
 
 def _audited(mech, canaries: int, kind: str, trainable, dataset):
@@ -223,8 +246,23 @@ def _audited(mech, canaries: int, kind: str, trainable, dataset):
 
 
 def public_inputs(run: Run) -> dict | None:
-    """What the ledger records as the public inputs of the run's releases: [init]'s source and digest."""
-    return {"init": {"source": run.init.source, "digest": run.init.digest}} if run.init is not None else None
+    """What the ledger records as the public inputs of the run's releases: [init]'s source and digest, when
+    nothing of them composes (a public run's weights, or weights tanplan did not write: assumed public)."""
+    if run.init is None:
+        return None
+    if run.provenance is None:
+        return {"init": {"source": run.init.source, "digest": run.init.digest}}
+    return run.provenance.public(run.init.digest)
+
+
+def ledger_inputs(run: Run) -> dict:
+    """The Ledger's fields that say what the run starts from: `public`, `init` (its provenance), `inherited`
+    (the releases of every run its weights descend from, composed where they may be on its data:
+    tanplan.privacy.init_provenance) and `data` (its training data as configured, for a later run from it)."""
+    prov = run.provenance
+    return {"public": public_inputs(run), "data": init_provenance.data_identity(run.cfg.data),
+            "init": prov.record(run.init.digest if run.init else None) if prov else None,
+            "inherited": list(prov.groups) if prov else []}
 
 
 def _grad_sum(cfg: Config, p: Prepared, params, devices: int):

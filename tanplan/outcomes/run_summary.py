@@ -44,6 +44,9 @@ class Init(Result):
     reinitialised: tuple[str, ...]  # head parameters re-initialised from experiment.seed
     trainable_parameters: int  # scalars that trained
     frozen_parameters: int  # scalars kept at their initial values, bit for bit
+    # where the weights were trained and what of it composes (tanplan.privacy.init_provenance: kind, note,
+    # the init's ε there, the releases composed, epsilon_this_run); absent in summaries written before it
+    provenance: Mapping | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

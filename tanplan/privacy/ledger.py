@@ -23,6 +23,16 @@ kill in between leaves it ahead of them (an over-report, never an under-report);
 checkpoint is the one a resume restores. A resumed run starts a new release at the step of the checkpoint it restores, so it adds only the
 steps it actually takes; steps redone after a kill between two checkpoints repeat the identical
 computation (same batch, same noise key), release nothing new and are not counted twice.
+
+Inherited releases: a run that starts from the weights of another tanplan run ([init]) releases a function
+of that run's releases too. `inherited` holds the releases of every run its weights descend from (its
+init's, and its init's init's: tanplan.privacy.init_provenance reads them from their ledger.json), each group
+marked `composed` when that run may have trained on this run's data. The ε of the ledger (`epsilon`,
+`epsilon_of_record`, `pld_figures`) is that of its own releases and of every composed inherited release,
+each once (`inherited_events`: a release met twice along a chain is one release), by the same
+tanplan.privacy.accounting.epsilon_of_events under the same accountant and relation; `epsilon_this_run`
+is that of its own releases alone (what its σ was calibrated to). `events()` stays the run's own releases,
+so that composing several ledgers (`epsilon_of_ledgers`) adds the inherited ones once, not once per ledger.
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ class Release:
     versions: dict | None = None
 
     @property
+    def key(self) -> tuple:
+        """What makes this release itself and no other: met again along a chain of inits, it is one release."""
+        return (self.kind, self.first_step, self.last_step, self.q, self.sigma, self.session, self.started_at)
+
+    @property
     def steps(self) -> int:
         """DP-SGD steps in this release (0 for the DP-SNIP release)."""
         return self.last_step - self.first_step if self.kind == "dp_sgd" else 0
@@ -63,6 +78,45 @@ class Release:
 
 
 @dataclass
+class Inherited:
+    """The releases of one run that a run's initial weights descend from ([init], followed down the chain)."""
+
+    source: str  # that run's folder, as found
+    releases: list[Release]
+    composed: bool  # composed into this ledger's ε: that run may have trained on this run's data
+    epsilon: float | None = None  # the ε of record that run stated (its own ledger's; None: non-private)
+    data: dict | None = None  # its training data as configured (init_provenance.data_identity; None: unknown)
+
+    @property
+    def private(self) -> bool:
+        return all(r.sigma > 0 for r in self.releases)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "composed": self.composed, "epsilon": self.epsilon, "data": self.data,
+                "releases": [{**asdict(r), "steps": r.steps} for r in self.releases]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Inherited":
+        return cls(str(d["source"]), _releases(d.get("releases", [])), bool(d["composed"]), d.get("epsilon"),
+                   d.get("data"))
+
+
+def _releases(items) -> list[Release]:
+    return [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in items]
+
+
+def unique_releases(groups, skip=()) -> list[Release]:
+    """The releases of the composed groups, each once (by Release.key), leaving out those in skip (keys)."""
+    seen, out = set(skip), []
+    for group in groups:
+        for release in group.releases if group.composed else ():
+            if release.key not in seen:
+                seen.add(release.key)
+                out.append(release)
+    return out
+
+
+@dataclass
 class Ledger:
     releases: list[Release] = field(default_factory=list)
     budget_epsilon: float | None = None
@@ -72,8 +126,14 @@ class Ledger:
     proxy: bool = False  # a proxy's ledger: its own figure (`record()`) is RDP, add/remove-one
     pld_interval: float | None = None  # the PLD grid of every figure (None: each composition's own pld_grid)
     # public inputs the releases start from, at no privacy cost: {"init": {"source", "digest"}} for a run
-    # from [init]'s weights (public data only; absent otherwise)
+    # from [init]'s weights when they are public (a tanplan run without privacy on other data, or files
+    # tanplan did not write: assumed public); absent otherwise
     public: dict | None = None
+    # the releases of the runs its initial weights descend from (tanplan.privacy.init_provenance)
+    inherited: list[Inherited] = field(default_factory=list)
+    init: dict | None = None  # what [init] was (init_provenance.InitProvenance.record); None without [init]
+    data: dict | None = None  # the training data as configured (init_provenance.data_identity): read by a
+    # later run started from this one, to judge whether these releases are on its data
 
     @property
     def steps(self) -> int:
@@ -81,7 +141,19 @@ class Ledger:
 
     @property
     def private(self) -> bool:
-        return all(r.sigma > 0 for r in self.releases)
+        return all(r.sigma > 0 for r in [*self.releases, *self.inherited_releases()])
+
+    def inherited_releases(self) -> list[Release]:
+        """The composed inherited releases, each once, none of them one of this run's own."""
+        return unique_releases(self.inherited, skip={r.key for r in self.releases})
+
+    def inherited_events(self) -> list:
+        """The DpEvents of the composed inherited releases."""
+        return [e for e in (r.event() for r in self.inherited_releases()) if e is not None]
+
+    def composed_events(self) -> list:
+        """This run's releases and the composed inherited ones: what its ε is the composition of."""
+        return self.events() + self.inherited_events()
 
     def record_snip(self, q: float, sigma_snip: float, delta: float | None) -> Release:
         """Record DP-SNIP's release (one Poisson-subsampled Gaussian at σ_snip), once, before any step."""
@@ -114,8 +186,9 @@ class Ledger:
         return [e for e in (r.event() for r in self.releases) if e is not None]
 
     def epsilon(self, accountant: str = "rdp", neighbouring: str = "add_remove") -> float | None:
-        """ε of all releases composed (0 before any release; None when any release is non-private)."""
-        events = self.events()
+        """ε of all releases composed, the inherited ones too (0 before any release; None when any release
+        is non-private)."""
+        events = self.composed_events()
         if not events:
             return 0.0
         if not self.private or self.delta is None:
@@ -127,7 +200,7 @@ class Ledger:
         """(accountant, neighbouring) of the figure this ledger's run shows and records as `epsilon`: those
         of record; RDP under add/remove-one for a proxy, and wherever PLD cannot run (σ below
         tanplan.privacy.accounting.PLD_SIGMA_MIN: a full-scale run is refused there before it starts)."""
-        low = any(0 < r.sigma < accounting.PLD_SIGMA_MIN for r in self.releases)
+        low = any(0 < r.sigma < accounting.PLD_SIGMA_MIN for r in [*self.releases, *self.inherited_releases()])
         if self.proxy or (self.accountant == "pld" and low):
             return "rdp", "add_remove"
         return self.accountant, self.neighbouring
@@ -136,10 +209,16 @@ class Ledger:
         """ε of all releases under `record()`: what metrics.jsonl, the model card and summary.json show."""
         return self.epsilon(*self.record())
 
+    def epsilon_this_run(self) -> float | None:
+        """ε of record of this run's own releases alone (without what its init inherited)."""
+        own = Ledger(self.releases, delta=self.delta, accountant=self.accountant, neighbouring=self.neighbouring,
+                     proxy=self.proxy, pld_interval=self.pld_interval)
+        return own.epsilon(*self.record())
+
     def pld_figures(self) -> dict:
         """{"epsilon_pld", "epsilon_replace_one", "pld_note"}: PLD under both relations where it can run
         (σ ≥ 0.1), else None with the reason (the RDP figure stands beside it)."""
-        events = self.events()
+        events = self.composed_events()
         if not events or not self.private or self.delta is None:
             zero = 0.0 if not events else None
             return {"epsilon_pld": zero, "epsilon_replace_one": zero, "pld_note": None}
@@ -162,16 +241,24 @@ class Ledger:
                "releases": [{**asdict(r), "steps": r.steps} for r in self.releases]}
         if self.public:
             out["public"] = self.public
+        if self.init:
+            out["init"] = self.init
+        if self.inherited:
+            out["inherited"] = [group.to_dict() for group in self.inherited]
+        if self.inherited_releases():  # `epsilon` composes them: this run's own figure beside it
+            out["epsilon_this_run"] = self.epsilon_this_run()
+        if self.data:
+            out["data"] = self.data
         if with_pld:
             out.update(self.pld_figures())
         return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Ledger":
-        releases = [Release(**{k: v for k, v in r.items() if k != "steps"}) for r in d.get("releases", [])]
-        return cls(releases, d.get("budget_epsilon"), d.get("delta"), d.get("accountant", "pld"),
-                   d.get("neighbouring", "add_remove"), bool(d.get("proxy", False)), d.get("pld_interval"),
-                   d.get("public"))
+        return cls(_releases(d.get("releases", [])), d.get("budget_epsilon"), d.get("delta"),
+                   d.get("accountant", "pld"), d.get("neighbouring", "add_remove"), bool(d.get("proxy", False)),
+                   d.get("pld_interval"), d.get("public"),
+                   [Inherited.from_dict(g) for g in d.get("inherited") or []], d.get("init"), d.get("data"))
 
 
 def read_ledger(path) -> Ledger:
@@ -185,9 +272,18 @@ def read_ledger(path) -> Ledger:
 def epsilon_of_ledgers(ledgers: list[Ledger], delta: float, accountant: str = "rdp",
                        neighbouring: str = "add_remove") -> float | None:
     """ε at δ of every release of every ledger composed: the cost to a dataset that all these runs trained
-    on (sequential composition of their DpEvents, by tanplan.privacy.accounting.epsilon_of_events).
+    on (sequential composition of their DpEvents, by tanplan.privacy.accounting.epsilon_of_events), with
+    the composed releases they inherited from their inits, each once however many of them inherited it.
     None when any of them is non-private."""
     if any(not ledger.private for ledger in ledgers):
         return None
-    return accounting.epsilon_of_events([e for ledger in ledgers for e in ledger.events()], delta, accountant,
-                                        neighbouring)
+    events = [e for ledger in ledgers for e in ledger.events()] + inherited_events_of(ledgers)
+    return accounting.epsilon_of_events(events, delta, accountant, neighbouring)
+
+
+def inherited_events_of(ledgers, more=()) -> list:
+    """The DpEvents of the composed releases the ledgers inherited (and of the groups in `more`), each once
+    and none of them a release one of the ledgers made itself."""
+    own = {r.key for ledger in ledgers for r in ledger.releases}
+    groups = [g for ledger in ledgers for g in ledger.inherited] + list(more)
+    return [e for e in (r.event() for r in unique_releases(groups, skip=own)) if e is not None]

@@ -3,43 +3,24 @@
     result = run_audit(cfg, Path("audit"), canaries=1000)   # trains audit/run, writes audit/audit.{json,md}
     result.verdict                                          # "consistent" or "violation"
 
-What it shows. The run that the config describes (its target, or its proxy) is trained by the engine's own loop
-(tanplan.engine.loop.train_and_evaluate) with M gradient canaries (tanplan.dp.canaries): each an add/remove-one
-neighbour whose clipped gradient is a fixed vector of norm C, held in or out by a secret fair coin, and, when held
-in, joining each step's clipped sum, before the noise, with the run's probability q. Whoever sees the noisy sums
-and could tell the held-in canaries from the held-out ones better than (ε, δ)-DP allows would refute the ε the
-run claims. The one-run audit of Steinke, Nasr and Jagielski (*Privacy Auditing with One (1) Training Run*,
-NeurIPS 2023) turns how well the scores separate them into a lower bound on ε at the run's δ that holds with
-the stated confidence, for any mechanism: this needs only one training run because the canaries' coins are
-independent. (Clopper-Pearson intervals need independent trials, one training run per canary, and are not used.)
+Why: every ε tanplan prints is computed from the mechanism it believes it runs; this checks the code
+against that belief. The run the config describes (or its proxy) is trained by the engine's own loop with
+M canaries (tanplan.dp.canaries, or tanplan.dp.input_canaries), each held in or out by a secret fair
+coin; the auditor scores each canary from the released noisy sums alone (`likelihood_ratio_scores`: the
+log-likelihood ratio of the claimed Poisson-subsampled Gaussian, after a shadow batch's clipped sum is
+subtracted), and the one-run audit of Steinke, Nasr and Jagielski (NeurIPS 2023) turns how well the
+scores separate held-in from held-out into a lower bound on ε at the run's δ (`assess`,
+tanplan.workflow.audit_stats), beside the f-DP estimate of Mahloujifar et al. and the ceiling M canaries
+allow. The bound is a LOWER bound: above the claim it is evidence of a violation (exit 5), below it it
+proves nothing. The audited run trained canaries and is NOT a private release. The score, the guesses,
+what the audit can and cannot show, and measured bounds: docs/privacy.md, "Checking the mechanism".
 
-The score of canary j (`likelihood_ratio_scores`). The white-box adversary of DP-SGD sees every step's noisy
-sum, which the accountant composes release by release; like the adversary of DP, it may know the rest of the
-training set. The auditor subtracts from each released sum a shadow sum, the clipped sum at the same parameters
-of a second Poisson batch that it draws itself (tanplan.dp.canaries.observe), and projects on u_j = c_j/C:
-x_tj = 1[j joined step t] + N(0, σ²) + the two batches' sampling difference. (Without the shadow, the data's
-gradient on u_j is several times the noise on mnist1d's CNN at B = 4096, and the bound collapses.) For the
-claimed mechanism, the most powerful test of "held in" against "held out" (Neyman-Pearson) scores
-    s_j = Σ_t log(1 − q + q·exp((x_tj − ½)/σ²)),
-the log-likelihood ratio of the Poisson mixture at the claimed q and σ. In the TAN regime (large σ) it is
-q/σ²·Σ_t x_tj plus a constant: the inner product of c_j with the sum of the released noisy sums (the parameter
-update of plain SGD), shadow removed. At small σ (proxies, small batches) it is much stronger than that sum,
-because the privacy loss of a subsampled Gaussian comes from the few steps that hold the example. Any score
-is valid: it reads the released sums, the training set and public values, never the coins.
-
-The bounds (`assess`, tanplan.workflow.audit_stats): jax-privacy's CanaryScoreAuditor gives the ε-based
-bound of Steinke et al. (valid for any (ε, δ)-DP mechanism: the verdict rests on it) and the f-DP estimate of
-Mahloujifar et al. (ICML 2025: the largest μ-GDP curve the guesses refute, tighter, exact for a Gaussian
-trade-off curve, shown beside it). The guesses: the k_in highest scores "held in", the k_out lowest "held
-out", no guess on the middle, with (k_in, k_out) planned from the claimed mechanism's public (q, σ, S)
-before the scores are seen, and "every canary" tried beside it (a union bound over the two keeps the
-stated confidence). The ceiling is what perfect guesses on every canary would prove at that count.
-
-What it cannot show: the bound is a LOWER bound, evidence of a violation when above the claim, never a proof of
-privacy when below; a one-run audit is loose (with 1000 canaries it stays well below the ε of an exact DP-SGD
-run, docs/privacy.md gives measured figures); the canaries are gradients, so it checks the noise and the
-sampling the step applies to the clipped sum, not the clipping of real examples. The audited run's outputs
-are NOT private releases: it trained canaries, and its report shows how they were drawn.
+Guarantees (docs/privacy.md, "Audit outputs"): the canaries' coins and draws come from a secret of the
+audit's own, OS entropy held in memory only (tanplan.dp.canaries.wrap, tanplan.dp.input_canaries.wrap),
+never from a public seed or the run's stored secret (checkpoint/run_secret.json, from which the held-in set
+could otherwise be recomputed). The audited run's folder is marked when opened, before its secret or any
+step (tanplan.engine.run_folder.AUDIT_MARKER): it is never resumed or trained into. --out is a new or empty
+folder (`check_audit_out`), never one that holds a release or another stage's outputs.
 """
 
 from __future__ import annotations
@@ -157,11 +138,25 @@ def check_audit(cfg: Config, canaries: int, confidence: float, kind: str = "grad
         raise UsageError(f"--canary-kind {kind!r} is not allowed: must be one of {', '.join(CANARY_KINDS)}")
 
 
-def check_audit_out(out: Path | None) -> None:
-    """UsageError when out already holds an audited run: every audit trains a fresh one (it never resumes)."""
-    if out is not None and (Path(out) / RUN_FOLDER).exists():
+def check_audit_out(out: Path | str | None) -> None:
+    """UsageError unless out is a new or empty folder (before anything is written). An audit writes a run trained
+    with canaries (NOT a private release) and its report: never into a folder that already holds an audited run
+    (every audit trains a new one: it never resumes), a release (summary.json, ledger.json, model/), a sweep's,
+    fit's, launch's or any other output, which its canary-trained files could then pass for."""
+    if out is None:
+        return
+    if str(out).strip() == "":
+        raise UsageError("--out '' is not allowed: name a new folder (an empty path would write into the current one)")
+    out = Path(out)
+    if (out / RUN_FOLDER).exists():
         raise UsageError(f"--out {str(out)!r} is not allowed: it already holds an audited run "
-                         f"({str(Path(out) / RUN_FOLDER)!r}); every audit trains a new run: choose a new --out")
+                         f"({str(out / RUN_FOLDER)!r}); every audit trains a new run: choose a new --out")
+    held = sorted((p.name for p in out.iterdir()), key=lambda n: (n.startswith("."), n)) if out.is_dir() else []
+    if held:  # the visible names first: summary.json, ledger.json, model/ say "a release"
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+        raise UsageError(f"--out {str(out)!r} is not allowed: it already holds {shown}; an audit writes a run "
+                         "trained with canaries (not a private release) and its report into a new or empty folder "
+                         "only, so that they never mix with a release: choose a new --out")
 
 
 def check_canary_room(cfg: Config, canaries: int) -> None:

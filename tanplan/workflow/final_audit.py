@@ -28,7 +28,9 @@ on ε at the run's δ, through jax-privacy's CanaryScoreAuditor.epsilon_one_run,
 
 What it can and cannot show: THREAT_MODEL.can_show / cannot_show. A black-box bound from one run sits far below
 the ε DP-SGD claims; it catches a gross break (the noise missing: tests/workflow/test_final_audit.py), not a
-small one, and never proves the claim holds or is tight. The audited run's outputs are NOT private releases.
+small one, and never proves the claim holds or is tight. The audited run's outputs are NOT private releases:
+its folder is marked when opened (tanplan.engine.run_folder.AUDIT_MARKER), so that it is never resumed or
+trained into, and --out must be a new or empty folder (tanplan.workflow.audit.check_audit_out).
 """
 
 from __future__ import annotations

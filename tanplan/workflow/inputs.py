@@ -25,6 +25,7 @@ def check_inputs(cfg: Config) -> None:
     """The dataset (name, and its path where it reads one), the model (name, width, depth, norm order,
     and that it reads this dataset's kind of input) and the augmentation family, without loading data.
 
+    [init]'s weights are read and checked, and their provenance read (tanplan.engine.setup.check_init).
     Plug-ins (import paths in data.dataset, model.name, [task]) are imported here, so a bad path is one line
     before anything is written; a plugged-in model is then checked for per-example independence on a
     public synthetic batch of the data's input shape (tanplan.engine.setup.build_model), which needs the
@@ -36,6 +37,10 @@ def check_inputs(cfg: Config) -> None:
     d, m = cfg.data, cfg.model
     task.from_config(cfg)  # the [task] import paths
     _check_data_path(d.dataset, d.path)
+    if cfg.init.path or cfg.init.loader:
+        from tanplan.engine.setup import check_init  # lazy: JAX (flax reads the weights); the parsers import this module
+
+        check_init(cfg)  # the weights read and checked, and where they were trained (an audit's run refused)
     kind = dataset_kind(d.dataset, d.path or None, d.options)
     if not is_import_path(m.name):  # a plug-in is built below, with the data's input shape (its factory may need it)
         create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
@@ -73,6 +78,8 @@ def check_out_dir(path: str | os.PathLike | None, flag: str = "--out") -> None:
     """UsageError unless `path` is a folder this process can write, or can be created as one."""
     if path is None:
         return
+    if not os.fspath(path).strip():  # Path("") is ".": an empty name would write into the current folder
+        raise UsageError(f"{flag} {os.fspath(path)!r} is not allowed: name a folder")
     path = Path(path)
     if path.exists():
         if not path.is_dir():

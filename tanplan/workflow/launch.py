@@ -26,6 +26,7 @@ from tanplan.outcomes.launch import LaunchAccounting, LaunchResult
 from tanplan.outcomes.privacy_spent import PlannedTotal, TuningRecord
 from tanplan.privacy.mechanism import RunPlan, resolve_plan
 from tanplan.workflow import total_budget
+from tanplan.workflow.best import folders_of
 from tanplan.workflow.privacy_spent import ledgers_under, totals
 from tanplan.workflow.tuning import from_record
 
@@ -106,8 +107,8 @@ def tuning_of_best(best: Mapping | None, best_path: Path,
         if private:
             raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but "
                              f"{private} of the {checked} runs in {where} trained on the private set (their "
-                             "config.toml): the record was edited or belongs to another sweep; restore it, or "
-                             "launch without --best")
+                             "config.toml): the record was edited or belongs to another sweep; restore it (the "
+                             "launch's ε alone would understate what the private set bears)")
         if not checked:
             raise UsageError(f"--best {best_path}: its tuning record says the proxies trained on public data, but no "
                              f"run is left in {where} to check it against; keep the sweep folder next to its "
@@ -158,7 +159,7 @@ def same_data(a: Config, b: Config) -> bool:
 def check_total(cfg: Config, run: RunPlan, trials: Path | None) -> PlannedTotal:
     """The total on the private set, checked before any step (tanplan.workflow.total_budget): this launch's
     releases and, when the sweep's proxies trained on the private set, every release in their ledgers."""
-    spent = ledgers_under(trials) if trials is not None and trials.is_dir() else []
+    spent = [ledger for folder in folders_of(trials) for ledger in ledgers_under(folder)]  # sweep and registry
     total = total_budget.TotalPlan(parts=(total_budget.Planned(what="the launch", runs=1, events=tuple(run.events())),),
                                    delta=run.delta, accountant=run.accountant, neighbouring=run.neighbouring,
                                    spent=tuple(spent))
@@ -182,7 +183,7 @@ def check_tuning_runs(trials: Path, run: RunPlan) -> None:
 def with_tuning(result: LaunchResult, out: Path, record: TuningRecord, trials: Path | None) -> LaunchResult:
     """result with the total ε on the private set (privacy_spent.totals: the launch, and the sweep's runs
     when they trained on it), written back to out/launch.json."""
-    total = totals(Path(out), [trials] if trials is not None else [], record)
+    total = totals(Path(out), folders_of(trials), record)  # trials: the sweep's folder, or every folder composed
     # the guarantee for the private examples: the total when the proxies trained on them, else the launch's
     epsilon = total.epsilon_total if record.tuning_data == "private" else result.accounting.epsilon
     result = replace(result, **fields_of(total), epsilon=epsilon)

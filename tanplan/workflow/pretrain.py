@@ -2,10 +2,13 @@
 public tuning set of tanplan.workflow.tuning: [tuning] path or dataset, or for mnist1d an independent draw), into a
 run folder whose released model [init] path reads (docs/finetune.md).
 
-Nothing private is read for training: the public set is checked against the private one first (same task,
-no shared example: tuning.check_public_set), so the weights it writes are public and a fine-tuning run's
-guarantee covers its private set alone. [init] and the privacy settings of the config are left out of the
-pretraining run (it starts from experiment.seed's draw and trains every parameter, with no noise)."""
+Nothing private is read for training: the public set is checked against the private one first (same input
+shape, and no private example under the near-copy rule of tanplan.data.near_copy: equal or near-equal rows,
+rows equal after per-row standardisation such as private × 255, rows reversed, in any order; docs/privacy.md,
+"Pretraining data: the near-copy rule"), so the weights it writes are public and a fine-tuning run's
+guarantee covers its private set alone. A copy the rule does not describe (a crop, a shift) is not found.
+[init] and the privacy settings of the config are left out of the pretraining run (it starts from
+experiment.seed's draw and trains every parameter, with no noise)."""
 
 from __future__ import annotations
 
@@ -19,14 +22,20 @@ def pretrain_config(cfg: Config) -> Config:
     if cfg.tuning.data == "private":
         raise UsageError("tanplan pretrain trains on public data: tuning.data = 'private' names none; set "
                          "tuning.data = 'public' (with tuning.path or tuning.dataset, or the mnist1d public draw)")
-    tuning.check(cfg.with_overrides({"privacy.private": True}))  # a public set must exist, and not be data.path
+    t = cfg.tuning
+    if t.path and cfg.data.path and tuning.same_path(t.path, cfg.data.path):
+        raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file (or folder) data.path; "
+                         "tanplan pretrain trains on public data, which must hold no private example")
+    tuning.check(cfg.with_overrides({"privacy.private": True}))  # a public set must exist
     return cfg.with_overrides({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
                                "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
                                "init.frozen": (), "init.frozen_blocks": 0, "train.proxy_batch_size": 0})
 
 
 def check_public(cfg: Config, load) -> None:
-    """The public set against the private one (tuning.check_public_set): the same input shape, no shared
-    example. Its class count may differ (Kurakin et al.: Places365's 365 classes, then ImageNet's 1000): the
-    fine-tuning run re-initialises the head ([init] head) when its shape differs."""
-    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg), same_classes=False)
+    """UsageError unless the public set is fit to pretrain on (tuning.check_public_set): the same input shape
+    as the private set, and no private example under the near-copy rule (the module's docstring). Its class
+    count may differ (Kurakin et al.: Places365's 365 classes, then ImageNet's 1000): the fine-tuning run
+    re-initialises the head ([init] head) when its shape differs."""
+    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg), same_classes=False,
+                            what="pretraining data", remedy="")

@@ -25,18 +25,22 @@ Guarantee: the figure checked is an upper bound on the total the workflow's ledg
   spending that budget, and against ladders driven to their end.
 - The launch releases the target's events.
 Releases already made (a sweep's runs under `launch --best`) enter as their ledgers, exactly.
+- The runs [init]'s weights descend from (tanplan.privacy.init_provenance: a tanplan run that may have
+  trained on the private set, and the runs it started from in turn) enter as their releases, exactly, each
+  once however many ledgers inherited it (`check` adds them from the config: every gate has them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from tanplan.config import Config
 from tanplan.errors import BudgetExceeded, UsageError
 from tanplan.outcomes.privacy_spent import PlannedTotal
-from tanplan.privacy import accounting
+from tanplan.privacy import accounting, init_provenance
 from tanplan.privacy.accounting import dp_sgd_event
+from tanplan.privacy.ledger import inherited_events_of
 from tanplan.privacy.mechanism import resolve_plan
 from tanplan.privacy.plan import default_delta, plan_from_config
 
@@ -59,13 +63,22 @@ class TotalPlan:
     accountant: str = "pld"
     neighbouring: str = "add_remove"
     spent: tuple = field(default=())  # Ledgers of releases already made
+    inherited: tuple = field(default=())  # ledger.Inherited groups of the runs [init]'s weights descend from
 
     @property
     def runs(self) -> int:
-        return sum(p.runs for p in self.parts) + len(self.spent)
+        return sum(p.runs for p in self.parts) + len(self.spent) + self.init_runs
+
+    @property
+    def init_runs(self) -> int:
+        """The runs [init]'s weights descend from whose releases compose (not already among `spent`)."""
+        return sum(1 for g in self.inherited if g.composed and g.releases)
 
     def events(self) -> list:
-        return [e for p in self.parts for e in p.events] + [e for ledger in self.spent for e in ledger.events()]
+        """Every planned release, every release of the ledgers already written and every composed release
+        they and [init] inherited, each once."""
+        return ([e for p in self.parts for e in p.events] + [e for ledger in self.spent for e in ledger.events()]
+                + inherited_events_of(self.spent, self.inherited))
 
     def epsilon(self, within: float | None = None) -> tuple[float | None, str | None, str | None]:
         """(ε of the whole composition, the accountant that gave it, a note): the accountant of record,
@@ -86,17 +99,21 @@ class TotalPlan:
         items = [f"{p.runs} {p.what}" if p.what != "the launch" else p.what for p in self.parts if p.runs]
         if self.spent:
             items.insert(0, f"{len(self.spent)} runs already trained")
+        if self.init_runs:
+            items.insert(0, f"the {self.init_runs} runs [init]'s weights descend from")
         return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def limit_of(cfg: Config) -> float:
     """privacy.total_epsilon, or privacy.epsilon where it is 0 (the default)."""
-    return cfg.privacy.total_epsilon or cfg.privacy.epsilon
+    return init_provenance.limit(cfg)
 
 
 def check(total: TotalPlan, cfg: Config) -> PlannedTotal:
     """The planned total (its keys join the workflow's JSON); BudgetExceeded (one line: the figure, what it
-    composes, the alternatives) when it exceeds privacy.total_epsilon. Call it before anything is written."""
+    composes, the alternatives) when it exceeds privacy.total_epsilon. Call it before anything is written.
+    The releases of the runs cfg's [init] descends from that may be on the private set are added here."""
+    total = with_init(total, cfg)
     limit = limit_of(cfg)
     eps, accountant, note = total.epsilon(within=limit)
     given = (f"privacy.total_epsilon = {limit:g}" if cfg.privacy.total_epsilon else
@@ -112,10 +129,19 @@ def check(total: TotalPlan, cfg: Config) -> PlannedTotal:
             f"on the private set ({total.describe()}: {total.runs} runs composed), above {given}; nothing was "
             "trained: tune on public data (tuning.data = \"public\", or --tune-data public), plan fewer proxy runs "
             "(sweep.trials, sweep.top_k × sweep.seeds, fit.max_proxy_fraction or fit.seeds), or use random-count "
-            "tuning; or raise privacy.total_epsilon")
+            "tuning; or raise privacy.total_epsilon" + ("; or start from weights trained on other data"
+                                                        if total.init_runs else ""))
     return PlannedTotal(epsilon_total_planned=eps, epsilon_total_planned_accountant=accountant,
                         epsilon_total_planned_runs=total.runs, epsilon_total_budget=limit,
                         epsilon_total_planned_note=note)
+
+
+def with_init(total: TotalPlan, cfg: Config) -> TotalPlan:
+    """total with the composed releases of the runs cfg's [init] weights descend from
+    (tanplan.privacy.init_provenance.read, judged against cfg's data): none for public weights."""
+    prov = init_provenance.read(cfg) if cfg.privacy.private else None
+    groups = tuple(g for g in prov.groups if g.composed) if prov is not None else ()
+    return replace(total, inherited=total.inherited + groups) if groups else total
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -258,5 +284,5 @@ def of_config(cfg: Config, dataset_size: int, parts: Sequence[Planned], spent: S
                      neighbouring=target.neighbouring, spent=tuple(spent))
 
 
-__all__ = ["Planned", "TotalPlan", "limit_of", "check", "launch_part", "sweep_parts", "fit_parts", "vary_parts", "ladder_counts",
+__all__ = ["Planned", "TotalPlan", "limit_of", "check", "with_init", "launch_part", "sweep_parts", "fit_parts", "vary_parts", "ladder_counts",
            "ladder_part", "pipeline_plan", "optimize_plan", "of_config"]

@@ -34,7 +34,7 @@ import numpy as np
 
 from tanplan import plugins
 from tanplan.config import Config, train_steps
-from tanplan.data.dataset import row_digests, source_digests
+from tanplan.data import near_copy
 from tanplan.data.load import available_datasets
 from tanplan.data.memmap import META
 from tanplan.data.source import read_rows
@@ -90,7 +90,7 @@ def check(cfg: Config) -> None:
         raise UsageError(f"tuning.data = 'public' needs tuning.path for data.dataset = {cfg.data.dataset!r}: an .npz "
                          "file or a memmap folder of public data of the same task, or tuning.dataset = a loader "
                          f"\"package.module:load\" {NO_PUBLIC}")
-    if t.path and cfg.data.path and _same_path(t.path, cfg.data.path):
+    if t.path and cfg.data.path and same_path(t.path, cfg.data.path):
         raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file (or folder) "
                          f"data.path; public tuning data must hold no private example {NO_PUBLIC}")
 
@@ -111,7 +111,8 @@ def _public_kind(t) -> str:
     return kind
 
 
-def _same_path(a: str, b: str) -> bool:
+def same_path(a: str, b: str) -> bool:
+    """Whether two paths name the same existing file or folder."""
     a, b = Path(a).expanduser(), Path(b).expanduser()
     return a.exists() and b.exists() and os.path.samefile(a, b)
 
@@ -148,25 +149,28 @@ def public_name(cfg: Config) -> str:
     return f"tuning.path = {t.path!r}" if t.path else "the public mnist1d draw"
 
 
-def check_public_set(cfg: Config, public, private, *, same_classes: bool = True) -> None:
-    """UsageError unless the public tuning set is of the private set's task and shares no example with it:
-    the same input shape and class count, and no input row (train or test) in common with the private
-    training or test set, equal or nearly (rows rounded to NEAR × the private test set's RMS value on two
-    offset grids, then 16-byte digests; sources larger than memory are read in slices).
-    same_classes=False (pretraining: its head is replaced, [init] head): another class count is allowed."""
+def check_public_set(cfg: Config, public, private, *, same_classes: bool = True,
+                     what: str = "public tuning data", remedy: str = f" {NO_PUBLIC}") -> None:
+    """UsageError unless the public set is of the private set's task and holds no private example: the same
+    input shape and class count, and no input row (train or test) that is a copy of a private training or
+    test row under the near-copy rule (tanplan.data.near_copy: near-equal at NEAR × the private test set's
+    RMS value, or equal after per-row standardisation, the public row reversed or not, in any order;
+    sources larger than memory are read in slices). The message never says how many rows match.
+    same_classes=False (pretraining: its head is replaced, [init] head): another class count is allowed.
+    what, remedy: the set's role and the way out, in the message."""
 
     where = public_name(cfg)
     if public.input_shape != private.input_shape:
         raise UsageError(f"{where} is not allowed: its examples have shape {public.input_shape}, the private set's "
-                         f"{private.input_shape}; public tuning data must be of the same task")
+                         f"{private.input_shape}; {what} must be of the same task")
     if same_classes and public.num_classes != private.num_classes:
         raise UsageError(f"{where} is not allowed: it has {public.num_classes} classes, the private set "
-                         f"{private.num_classes}; public tuning data must be of the same task")
-    grid = NEAR * _scale(private)
-    if _digests(public, grid) & _digests(private, grid):  # no count: how many private rows match is private
+                         f"{private.num_classes}; {what} must be of the same task")
+    if near_copy.shares_an_example(public, private, NEAR * _scale(private)):
         raise UsageError(f"{where} is not allowed: it holds examples of the private training or test set (equal, "
-                         f"or equal to within {NEAR:g} of the private test set's RMS value); public tuning data must "
-                         "hold no private example (or set tuning.data = 'private', accounted in the total ε)")
+                         f"equal to within {NEAR:g} of the private test set's RMS value, or equal after per-row "
+                         "standardisation, reversed or not, in any order: docs/privacy.md, the near-copy rule); "
+                         f"{what} must hold no private example{remedy}")
 
 
 # Rows whose coordinates all agree to within this fraction of the data's scale count as the same example.
@@ -179,14 +183,6 @@ def _scale(data, rows: int = 4096) -> float:
          else read_rows(data.test, np.arange(min(rows, data.num_test)))[0])
     rms = float(np.sqrt(np.mean(np.square(np.asarray(x, np.float64))))) if np.size(x) else 0.0
     return rms if np.isfinite(rms) and rms > 0 else 1.0
-
-
-def _digests(data, grid: float) -> set[bytes]:
-    """The near-duplicate row digests of a dataset's training and test inputs (tanplan.data.dataset.row_digests);
-    sources larger than memory are read in slices (scanned once, never held)."""
-    if getattr(data, "in_memory", True):
-        return row_digests(data.x_train, grid) | row_digests(data.x_test, grid)
-    return source_digests(data.train, grid=grid) | source_digests(data.test, grid=grid)
 
 
 def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
@@ -222,6 +218,22 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     return Tuning("public", source, proxy_cfg, n, n_pub, proxy_data=public)
 
 
+def check_steps(cfg: Config, dataset_size: int | None = None) -> None:
+    """UsageError when S is given as train.epochs: the proxies' stages (sweep, ladder, fit, the budget and cost
+    bounds of `run`) read train.steps, so train.epochs means the same S on every command only where train and
+    launch read it alone. dataset_size (N, when loaded): the message names the S to set; without it (before
+    any data is read) the formula."""
+    e = cfg.train.epochs
+    if not e:
+        return
+    same = (f"train.steps = {train_steps(cfg.train, dataset_size)} (the same S on these {dataset_size} examples)"
+            if dataset_size is not None else
+            f"train.steps = ceil({e:g}·N/{cfg.train.batch_size}) for the N training examples (`tanplan plan "
+            f"--dataset-size N --batch-size {cfg.train.batch_size} --epochs {e:g}` prints it)")
+    raise UsageError(f"train.epochs = {e:g} is read by train and launch only; the proxies' stages need "
+                     f"train.steps: set {same}")
+
+
 def for_config(cfg: Config, private=None) -> Tuning:
     """THE proxies of cfg, per [tuning]: load the private set (unless given), resolve the target plan on it
     (δ and σ checked there), then resolve() the tuning data. A non-private config protects nothing: its
@@ -230,10 +242,7 @@ def for_config(cfg: Config, private=None) -> Tuning:
 
     check(cfg)
     private = private if private is not None else load_data(cfg)
-    if cfg.train.epochs:  # the proxies' stages read train.steps: S must be given as such to them
-        raise UsageError(f"train.epochs = {cfg.train.epochs:g} is read by train and launch only; the proxies' stages "
-                         f"need train.steps: set train.steps = {train_steps(cfg.train, private.num_train)} (the same S "
-                         f"on these {private.num_train} examples)")
+    check_steps(cfg, private.num_train)
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:
         n = private.num_train

@@ -1,6 +1,7 @@
 """A run from initial weights ([init]) with frozen parameters, end to end on the tiny .npz: the frozen
 parameters come out bit for bit, the trainable ones move, the init's digest is in summary.json, the
-ledger (as a public input) and the run's identity; bad [init] input is one line, exit 2, nothing written."""
+ledger (with its provenance: a private run on the same data, composed) and the run's identity; bad
+[init] input is one line, exit 2, nothing written."""
 
 import json
 
@@ -28,7 +29,9 @@ def pretrained(tiny_npz, tmp_path_factory):
 
 
 def test_fine_tuning_from_a_run_folder_with_the_first_layer_frozen(tiny_npz, pretrained, tmp_path):
-    cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"', 'init.frozen=["Dense_0"]'))
+    # the run folder trained privately on the same data: its release composes (issue 44), within this budget
+    cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"', 'init.frozen=["Dense_0"]',
+                                           "privacy.total_epsilon=20"))
     summary = train_and_evaluate(cfg, tmp_path / "ft", progress=False)
     before, after = load_params(pretrained / "model"), load_params(tmp_path / "ft" / "model")
     assert set(before) == set(after) == {"Dense_0/kernel", "Dense_0/bias", "Dense_1/kernel", "Dense_1/bias"}
@@ -43,14 +46,15 @@ def test_fine_tuning_from_a_run_folder_with_the_first_layer_frozen(tiny_npz, pre
     assert summary.init.trainable_parameters == before["Dense_1/kernel"].size + before["Dense_1/bias"].size
     written = json.loads((tmp_path / "ft" / "summary.json").read_text())
     assert RunSummary.from_dict(written) == summary
-    assert json.loads((tmp_path / "ft" / "ledger.json").read_text())["public"]["init"]["digest"] == digest
+    ledger = json.loads((tmp_path / "ft" / "ledger.json").read_text())
+    assert ledger["init"]["digest"] == digest and ledger["init"]["kind"] == "composed" and "public" not in ledger
     # an older summary.json (no "init") still reads back
     assert RunSummary.from_dict({k: v for k, v in written.items() if k != "init"}).init is None
     assert "init" not in json.loads((pretrained / "summary.json").read_text())
 
 
 def test_the_init_digest_binds_the_run_identity(tiny_npz, pretrained):
-    cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"'))
+    cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"', "privacy.total_epsilon=20"))
     p = prepare(cfg)
     ident = run_identity(cfg, p.plan, p.dataset, p.params, p.init.digest)
     assert ident["init.digest"] == p.init.digest

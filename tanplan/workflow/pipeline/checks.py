@@ -28,13 +28,14 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     a mistake in the last stage's input must not cost the sweep, the fit and the launch's ε first. A ladder
     that fit.compute_budget cannot pay after the sweep is NotLaunched (exit 4), before anything runs too.
 
-    The config's names and paths, the --out folder, the tuning data; the ladder's budget or the fit's
-    proxy batch sizes and seeds; the sweep's space, Ray address and study (a rerun resumes it); the baselines'
-    feature files.
+    The config's names and paths, the --out folder, the tuning data, S given as train.steps (train.epochs is
+    refused, as sweep and fit refuse it); the ladder's budget or the fit's proxy batch sizes and seeds; the
+    sweep's space, Ray address and study (a rerun resumes it); the baselines' feature files.
     """
     check_inputs(cfg)
     check_out_dir(out)
     tuning.check(cfg)
+    tuning.check_steps(cfg)  # the ladder, the sweep and the cost and budget bounds read train.steps
     target = cfg.train.batch_size
     if proxy_batch_size is not None and not 0 < proxy_batch_size <= target:
         raise UsageError(f"--proxy-batch-size {proxy_batch_size} is not allowed: must be between 1 and the target "

@@ -23,6 +23,7 @@ import math
 from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
+from tanplan.workflow import tuning
 from tanplan.workflow.ladder import budget_of
 from tanplan.workflow.pipeline.checks import check_law_budget, sweep_batch_size, sweep_per_step
 from tanplan.workflow.pipeline.throughput import Throughput, probe, recorded
@@ -74,6 +75,7 @@ def dry_run(cfg: Config, proxy_batch_size: int | None = None, trials: int | None
     """`tanplan run --dry-run`: the stages' planned compute after the checks that need no data (the ladder's
     budget or the explicit sizes, the sweep's proxy): UsageError (exit 2) where `run` would refuse them,
     NotLaunched (exit 4) where fit.compute_budget cannot pay the ladder's first rungs after the sweep."""
+    tuning.check_steps(cfg)  # the stages' costs are read from train.steps: train.epochs is refused as `run` does
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     if sweep_b > cfg.train.batch_size:
         raise UsageError(f"--proxy-batch-size {sweep_b} is not allowed: must be ≤ train.batch_size "

@@ -11,6 +11,7 @@ from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.pipeline import ProxyCompute, RunResult
 from tanplan.reports.fit import figure_scaling
 from tanplan.workflow import tuning
+from tanplan.workflow.best import recording
 from tanplan.workflow.pipeline.baselines import baselines_at
 from tanplan.workflow.pipeline.costs import compute_lines, run_compute, timed
 from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
@@ -62,8 +63,11 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         best_overrides, sweep_runs = sweep_stage(spec, sweep_b, out, progress, address)
         where = "the sweep's best configuration"
         best_proxies, best_cfg = with_tuned(proxies, best_overrides, where), with_tuned(cfg, best_overrides, where)
-        ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes,
-                                                 sweep_per_step(cfg, sweep_b, trials))
+        law_dir = out / ("ladder" if cfg.fit.batch_sizes == "auto" else "fit")  # recorded for launch --best
+        private = planned is not None and tune.data == "private"
+        with recording(out / "sweep" / "best.json", law_dir, "run", private=private):
+            ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes,
+                                                     sweep_per_step(cfg, sweep_b, trials))
         compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)
         if not fit_result.law_holds and not launch_anyway:
             result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
