@@ -43,12 +43,14 @@ def main() -> None:
     from tanplan.dp import sampling
     from tanplan.dp import step as dp_step
     from tanplan.engine import routes, setup
+    from tanplan.job import RunJob
 
     cfg = load_config("experiments/mnist1d.toml", [f"data.augmentation={args.augmentation}",
                                                    f"data.aug_mult={args.k}", "train.grad_method=ghost"])
-    run = setup.prepare(cfg)
+    job = RunJob.of(cfg)
+    run = setup.prepare(job)
     clip = cfg.privacy.clip_norm
-    grad_sum, _ = routes.make_grad_sum(cfg, run.logits_fn, run.augment, run.params,
+    grad_sum, _ = routes.make_grad_sum(job, run.logits_fn, run.augment, run.params,
                                        setup.public_example(run.dataset.input_shape))
     x, y = run.dataset.x_train, run.dataset.y_train
     drawn = np.sort(np.random.default_rng(0).choice(len(x) - 1, args.rows, replace=False))

@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration_pools import POOLS, SETTINGS  # noqa: E402
 
-from tanplan.workflow.batch_law import forms_of  # noqa: E402
+from tanplan.laws.batch_law import forms_of  # noqa: E402
 from tanplan.workflow.ladder import budget_of, climb  # noqa: E402
 
 
@@ -472,7 +472,7 @@ def figure(pool: Pool, new: list[Outcome], old: list[Outcome], path: Path, shown
         ax.plot([b] * len(accs), accs, ".", color="0.65", ms=3)
         ax.errorbar([b], [statistics.fmean(accs)], yerr=[statistics.stdev(accs)], fmt="o", color="C0", capsize=3, ms=4)
     target = pool.target_batch_size
-    from tanplan.workflow.batch_law import predict
+    from tanplan.laws.batch_law import predict
 
     whole = predict([(b, a) for b, accs in pool.rungs.items() for a in accs], target, test_sizes=pool.test_sizes)
     xs = np.geomspace(min(pool.rungs), target, 80)

@@ -147,11 +147,11 @@ def configs(setting: Setting):
     """(the launch's config, the proxies' config) exactly as `tanplan run` builds them."""
     from tanplan.config import load_config
     from tanplan.engine.setup import load_data
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
     from tanplan.workflow import tuning
 
     cfg = load_config(ROOT.parent / setting.config).with_overrides(setting.overrides)
-    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), load_data(cfg).num_train).plan
+    plan = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), load_data(cfg.data).num_train).plan
     tune = tuning.resolve(cfg, plan)
     return cfg, tune.proxy_cfg, plan
 
@@ -165,6 +165,7 @@ def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> P
     from mnist1d_shifted import main as write_shifted
     from tanplan.config import load_config
     from tanplan.engine.loop import train_and_evaluate  # lazy: JAX; --plan stays light
+    from tanplan.job import job_of  # lazy: beside the engine it feeds
     from tanplan.engine.setup import load_data  # lazy: JAX
     from tanplan.workflow.pretrain import check_public, pretrain_config
 
@@ -174,11 +175,11 @@ def pretrained_init(setting: Setting, out: Path = FINETUNE_INIT, log=print) -> P
         write_shifted(str(FINETUNE_SHIFTED))
     cfg = load_config(ROOT.parent / setting.config).with_overrides(
         {**PRETRAIN, "tuning.path": str(FINETUNE_SHIFTED), "experiment.seed": 0})
-    check_public(cfg, load_data)  # the shifted set shares no example with the private draw
+    check_public(cfg, lambda c: load_data(c.data))  # the shifted set shares no example with the private draw
     folder = FINETUNE_DATA / "pretrained"  # a fresh run folder each time: a killed pretraining leaves no init
     shutil.rmtree(folder, ignore_errors=True)
-    done = train_and_evaluate(pretrain_config(cfg).with_overrides({"privacy.noise_seed": FINETUNE_PRETRAIN_SEED}),
-                              folder, progress=False)
+    pretraining = pretrain_config(cfg).with_overrides({"privacy.noise_seed": FINETUNE_PRETRAIN_SEED})
+    done = train_and_evaluate(job_of(pretraining), folder, progress=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(folder / "model" / "params.npz", out)
     log(f"pretrained {out}: test accuracy {done.test_accuracy:.3f} on the shifted public set")
@@ -189,7 +190,7 @@ def init_digest(cfg) -> str | None:
     """The digest of the config's [init] weights (what the run's identity binds), or None without [init]."""
     from tanplan.models.init import digest_of, read_source  # lazy: JAX (flax); --plan stays light
 
-    return digest_of(read_source(cfg)[0]) if (cfg.init.path or cfg.init.loader) else None
+    return digest_of(read_source(cfg.init)[0]) if (cfg.init.path or cfg.init.loader) else None
 
 
 def check_init_of_pool(path: Path, digest: str | None) -> None:
@@ -208,6 +209,7 @@ def run_pool(setting: Setting, out: Path, log=print, first_seed: int = 0, until:
     import jax
 
     from tanplan.engine.loop import train_and_evaluate
+    from tanplan.job import job_of
     from tanplan.errors import TrainingDiverged
 
     for name in setting.prepare:
@@ -235,7 +237,7 @@ def run_pool(setting: Setting, out: Path, log=print, first_seed: int = 0, until:
                    else cfg.with_overrides({"train.proxy_batch_size": 0, "experiment.seed": seed}))
         started = time.perf_counter()
         try:
-            s = train_and_evaluate(run_cfg, None, progress=False)  # the typed RunSummary
+            s = train_and_evaluate(job_of(run_cfg), None, progress=False)  # the typed RunSummary
             found = {"acc": s.test_accuracy, "acc_no_ema": s.test_accuracy_no_ema, "sigma": s.sigma, "steps": s.steps,
                      "diverged_at_step": s.diverged_at_step}
         except TrainingDiverged as err:  # a run that diverges is part of the pool: its accuracy is None

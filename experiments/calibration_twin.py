@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibration import evaluate, load_pool, new_rule, sweep_spent  # noqa: E402
 from calibration_pools import POOLS, SETTINGS  # noqa: E402
 
-from tanplan.workflow.batch_law import forms_of  # noqa: E402
+from tanplan.laws.batch_law import forms_of  # noqa: E402
 
 LAWS = ("knee", "noise")
 

@@ -75,7 +75,7 @@ def head_features(cfg, pre: Path):
     """The pretrained encoder's features of the private split (the DP-SGD runs' train/test split) and of
     the public set (DPPL-Public's pool), standardised with the public statistics: extracted once; and the
     pretrained model's own accuracy on the private test split (no private training: the routes' start)."""
-    private, public = load_data(cfg), load_data(pretrain_config(cfg))
+    private, public = load_data(cfg.data), load_data(pretrain_config(cfg).data)
     logits = np.asarray(tanplan.load_run(pre).predict(private.x_test))
     as_is = float(np.mean(logits.argmax(1) == private.y_test))
     return released_features(pre, private, np.concatenate([public.x_train, public.x_test])), as_is

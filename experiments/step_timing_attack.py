@@ -64,6 +64,7 @@ def attack(path: Path, out: Path, args, skipping: bool) -> dict:
     from tanplan.dp import step as dp_step
     from tanplan.dp.secret import BATCH, RunSecret
     from tanplan.engine.loop import train_and_evaluate
+    from tanplan.job import RunJob
 
     current = dp_step.accumulate
     dp_step.accumulate = skipping_accumulate if skipping else current
@@ -73,7 +74,7 @@ def attack(path: Path, out: Path, args, skipping: bool) -> dict:
                                  f"train.physical_batch_size={args.rows}", "train.learning_rate=1.0",
                                  "privacy.epsilon=4", "privacy.accountant=rdp", f"train.steps={args.steps}",
                                  "train.eval_every=1", "train.checkpoint_every=0", "train.grad_method=vmap"])
-        summary = train_and_evaluate(cfg, out, progress=False)
+        summary = train_and_evaluate(RunJob.of(cfg), out, progress=False)
     finally:
         dp_step.accumulate = current
     secret = RunSecret.load(out / "checkpoint")

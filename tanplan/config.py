@@ -225,7 +225,7 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class FitConfig:
-    """[fit]: the proxies of the batch law (tanplan.workflow.fit, .batch_law, and .ladder for "auto")."""
+    """[fit]: the proxies of the batch law (tanplan.workflow.fit, tanplan.laws.batch_law; the ladder for "auto")."""
 
     batch_sizes: tuple | str = setting("auto", "proxy batch sizes B', or \"auto\": the proxy ladder chooses the runs "
                                        "(rungs and seeds) within its budget (tanplan.workflow.ladder)",
@@ -257,7 +257,7 @@ class FitConfig:
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)
     law: str = setting("knee", "knee | noise | flat | log-linear | auto: the form of the batch law; auto chooses "
-                       "between knee and noise by held-out error (tanplan.workflow.batch_law)",
+                       "between knee and noise by held-out error (tanplan.laws.batch_law)",
                        choices=("knee", "noise", "flat", "log-linear", "auto"))
 
 
@@ -637,8 +637,14 @@ def _toml_value(value: Any) -> str:
 
 def config_to_toml(cfg: Config) -> str:
     """The config as TOML text that load_config reads back to an equal Config."""
+    return record_to_toml(cfg.to_dict())
+
+
+def record_to_toml(record: Mapping[str, Mapping[str, Any]]) -> str:
+    """A Config's record ({section: {key: value}}, Config.to_dict) as config_to_toml writes it."""
     lines = []
-    for section, values in cfg.to_dict().items():
+    for section, values in record.items():
+        values = dict(values)
         if section == "train" and values["epochs"]:
             values.pop("steps")  # exactly one of steps and epochs (S = ceil(epochs·N/B))
         lines.append(f"[{section}]")

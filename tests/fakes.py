@@ -29,9 +29,9 @@ def fake_train(law=lambda b: 0.8 - 0.02 * math.log(b), noise=0.002, *, of_run=Fa
 
     def train_fn(cfg, workdir, progress=False, resume=False, on_eval=None):
         from tanplan.engine.setup import load_data
-        from tanplan.privacy.mechanism import resolve_plan
+        from tanplan.privacy.run_plan import resolve_plan
 
-        run = resolve_plan(cfg, num_train if num_train is not None else load_data(cfg).num_train)
+        run = resolve_plan(cfg, num_train if num_train is not None else load_data(cfg.data).num_train)
         calls.append(cfg)
         ledger = _ledger(run)
         if workdir is not None:
@@ -138,7 +138,7 @@ def fake_pipeline_engine(monkeypatch, train_fn, learning_rate: float):
     """Patch `tanplan run`'s engine with train_fn: the sweep trains two trials through it (each writes its
     run folder and ledger) and returns a best of `learning_rate`; the ladder and the launch train through it."""
     from tanplan.config import config_from_dict
-    from tanplan.workflow import fit as fit_stage
+    from tanplan.workflow import proxy_runs
     from tanplan.workflow import launch as launch_module
     from tanplan.workflow.sweep import search
 
@@ -150,7 +150,7 @@ def fake_pipeline_engine(monkeypatch, train_fn, learning_rate: float):
 
     real_launch = launch_module.launch
     monkeypatch.setattr(search, "run_sweep", run_sweep)
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: train_fn)
     monkeypatch.setattr(launch_module, "launch",
                         lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
     return train_fn

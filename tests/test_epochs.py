@@ -11,7 +11,7 @@ import tanplan
 
 from tanplan.config import config_to_toml, load_config, train_steps
 from tanplan.errors import UsageError
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 
 
 @pytest.mark.parametrize("epochs, n, b", [(2.5, 4000, 500), (1, 1000, 300), (0.1, 1000, 100), (3, 999, 7)])

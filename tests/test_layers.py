@@ -21,8 +21,10 @@ PACKAGE = ROOT / "tanplan"
 # Lower ranks sit below higher ones: a module may import from its own rank or below, never above.
 RANKS = {
     "errors": 0, "fileio": 0, "runtime": 0, "ray_session": 0, "extras": 0, "provenance": 0, "plugins": 0,
-    "config": 1,
+    "config": 1, "arguments": 1,  # arguments: the API's type checks (names Config)
     "privacy": 2, "outcomes": 2.5,  # the stages' typed results: above privacy/, below data/ and engine/
+    "job": 2.7,  # one run's Config resolved once (tanplan.job): what the engine takes in its place
+    "laws": 2.7,  # the JAX-free laws the stages fit (numpy, scipy): they build outcomes/' records
     "data": 3, "models": 3, "task": 3,
     "dp": 4,
     "engine": 5, "baselines": 5,
@@ -31,7 +33,7 @@ RANKS = {
     "commands": 8,
     "cli": 9, "__main__": 9, "__init__": 9,
 }
-JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.outcomes")
+JAX_FREE = ("tanplan.config", "tanplan.privacy", "tanplan.plugins", "tanplan.outcomes", "tanplan.laws", "tanplan.job")
 JAX_LIKE = ("jax", "jaxlib", "flax", "optax", "chex", "jax_privacy", "orbax")
 # What tanplan/outcomes/ may import from tanplan (besides the standard library): it sits under engine/ and
 # reports/, so that both can name its types.

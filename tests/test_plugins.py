@@ -15,6 +15,7 @@ from plugin_fixture import plugin_toml, write_memmap_data, write_package
 
 import tanplan
 from tanplan.config import load_config
+from tanplan.job import job_of
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +139,11 @@ seeds = 2
 """
 
 
+# Slow (about 40 CPU-s and a Ray start: a fresh process, the whole pipeline, a Ray worker): its parts stay in
+# `make test`, the pipeline on the plug-ins in this process (test_tanplan_run_with_the_plugins_through_the_python_api),
+# their folder on a Ray worker's path (test_ray_workers_get_the_plugins_folder_on_their_path), a sweep's trials
+# trained by Ray workers (tests/workflow/test_sweep_ray.py::test_two_trial_sweep_on_tiny_mnist1d).
+@pytest.mark.slow
 def test_tanplan_run_with_the_plugins_end_to_end_in_a_fresh_process(package, tmp_path):
     """`tanplan run` on a TOML naming the package's model and loader: plan, sweep (a Ray worker imports the
     package), fit and launch, shrunk to a 1-trial sweep and 6-step runs."""
@@ -203,7 +209,7 @@ def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(t
     from tanplan.engine.run_identity import run_identity
     from tanplan.engine.setup import load_data
     from tanplan.plugins import resolve
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
 
     write_package(tmp_path / "pkg", name="idpkg")
     write_memmap_data(tmp_path / "data")
@@ -211,19 +217,19 @@ def test_the_secrets_binding_covers_the_plugins_code_and_reads_no_training_row(t
     cfg = load_config(None, ["data.dataset=idpkg.data:load", f"data.path={tmp_path / 'data'}",
                              "model.name=idpkg.nets:make_model", "task.loss=idpkg.losses:smoothed",
                              "privacy.epsilon=4", "train.batch_size=32", "train.steps=6"])
-    data = load_data(cfg)
+    data = load_data(cfg.data)
     plan, params = resolve_plan(cfg, data.num_train), {"w": np.zeros((2, 3), np.float32)}
     resolve(cfg.model.name, "model.name"), resolve(cfg.task.loss, "task.loss")  # imported, as prepare() does
     from idpkg.data import OPENED
 
     reads = [len(s.reads) for s in OPENED if s.split == "train"]
-    before = run_identity(cfg, plan, data, params)
+    before = run_identity(job_of(cfg), plan, data, params)
     assert [len(s.reads) for s in OPENED if s.split == "train"] == reads == [0]  # no training row read
     assert before["plugin.model.name"].startswith("idpkg.nets:make_model@")
     assert {"plugin.data.dataset", "plugin.task.loss"} <= set(before) and "plugin.task.metric" not in before
     nets = tmp_path / "pkg" / "idpkg" / "nets.py"
     nets.write_text(nets.read_text() + "\n# edited\n")
-    after = run_identity(cfg, plan, data, params)
+    after = run_identity(job_of(cfg), plan, data, params)
     assert {k for k in before if before[k] != after[k]} == {"plugin.model.name"}
     for name in [m for m in sys.modules if m == "idpkg" or m.startswith("idpkg.")]:
         del sys.modules[name]

@@ -180,6 +180,16 @@ class Audited:
         m = self.mechanism
         return step_draws(self.secret, t, self.design.count, m.plan.dataset_size, m.q)
 
+    def step_inputs(self) -> dict:
+        """The canaries' secret draw, which every step takes as arguments (never as constants)."""
+        return self.arrays.step_inputs()
+
+    def draw_step(self, t: int) -> tuple[dict, dict]:
+        """Step t's draws as the loop passes them (tanplan.engine.hooks.Wrapped): which canaries it holds,
+        replicated; the auditor's shadow batch, read by index beside the step's rows."""
+        chosen, shadow = self.draws(t)
+        return {"chosen": chosen}, {"shadow": shadow}
+
     def keep(self, metrics: dict) -> dict:
         """metrics without the step's observation, which is kept here (never published)."""
         self.observed.append(metrics.pop(OBSERVATION))

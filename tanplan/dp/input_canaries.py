@@ -177,6 +177,16 @@ class InputAudited:
         chosen, _ = step_draws(self.secret, t, self.design.count, m.plan.dataset_size, m.q)
         return chosen, np.zeros(0, np.int64)
 
+    def step_inputs(self) -> dict:
+        """The canaries' secret draw (examples, classes, identities, coins): step arguments, never constants."""
+        return self.arrays.step_inputs()
+
+    def draw_step(self, t: int) -> tuple[dict, dict]:
+        """Step t's draws as the loop passes them (tanplan.engine.hooks.Wrapped): which canaries it holds;
+        no rows beside the step's own (the auditor subtracts the step's real rows' clipped sum)."""
+        chosen, _ = self.draws(t)
+        return {"chosen": chosen}, {}
+
     def keep(self, metrics: dict) -> dict:
         """metrics without the step's observation, which is kept here (never published)."""
         self.observed.append(metrics.pop(OBSERVATION))

@@ -1,6 +1,6 @@
 """DP-SGD's mechanism as one value: what a run releases at each step, and what its guarantee rests on.
 
-`Mechanism` is the code half of tanplan.privacy.mechanism.RunPlan (its data half: B, σ, C, S, δ, the
+`Mechanism` is the code half of tanplan.privacy.run_plan.RunPlan (its data half: B, σ, C, S, δ, the
 accountant, the relation), in the shape of jax-privacy's DPExecutionPlan: the clipped-gradient sum with
 its certified sensitivity, the batch selection, the noise, the accounted DpEvents and the neighbouring
 relation, built in one place (`build`, called by tanplan.engine.setup) from the RunPlan, the gradient
@@ -51,7 +51,7 @@ import numpy as np
 from tanplan.dp import sampling
 from tanplan.dp import step as dp_step
 from tanplan.dp.secret import AUGMENT, BATCH, NOISE, RunSecret
-from tanplan.privacy.mechanism import RunPlan
+from tanplan.privacy.run_plan import RunPlan
 
 
 @dataclass(frozen=True)

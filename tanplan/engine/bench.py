@@ -23,6 +23,7 @@ from tanplan.config import Config, ModelConfig, PrivacyConfig, TrainConfig
 from tanplan.dp import clipping, ghost, optim
 from tanplan.dp import step as dp_step
 from tanplan.engine.routes import make_grad_sum
+from tanplan.job import RunJob
 from tanplan.models import count_params, create_model
 
 DEFAULT_MODELS = ("cnn1d", "wrn16_4")
@@ -72,7 +73,7 @@ def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, 
     optimizer = optim.make_optimizer(train)
     dp_cfg = Config(model=ModelConfig(name=model, width=width, depth=depth), privacy=PrivacyConfig(sigma=1.0),
                     train=train)
-    dp_sum, route = make_grad_sum(dp_cfg, logits_fn, None, params, x[0], rows=batch_size)  # auto: by cost at B
+    dp_sum, route = make_grad_sum(RunJob.of(dp_cfg), logits_fn, None, params, x[0], rows=batch_size)  # auto: by cost at B
     steps = {"dp": jax.jit(dp_step.make_train_step(dp_sum, optimizer, noise_std=1.0, expected_batch_size=batch_size))}
     for name, plain_sum in nonprivate_routes(logits_fn, params, x[0]).items():
         steps[name] = jax.jit(dp_step.make_train_step(plain_sum, optimizer, noise_std=0.0,

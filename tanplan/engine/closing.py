@@ -10,29 +10,29 @@ import time
 
 import jax
 
-from tanplan.config import Config
 from tanplan.engine import evaluation
+from tanplan.engine.hooks import RunHooks
 from tanplan.engine.session import Session
+from tanplan.job import RunJob
 from tanplan.dp.partition import trainable_of
 from tanplan.outcomes.run_summary import Init, Layout, RunSummary
 from tanplan.provenance import Environment
 
 
-def close_run(s: Session, *, started: float, backend: str, env: Environment, canaries: int,
-              audit_data: bool = False) -> RunSummary:
+def close_run(s: Session, *, started: float, backend: str, env: Environment, hooks: RunHooks) -> RunSummary:
     """Evaluate what a run resumed at its end saved, close the tracker, build the summary (with AugTest
     and the model when the run finished) and write ledger.json and summary.json."""
     if not s.history and not s.interrupted and s.diverged_at is None:  # resumed at the end: evaluate what was saved
         s.history.append(s.evaluate(s.ledger.steps))
     s.tracker.close()  # (left open by an error: its writes are flushed, TensorBoard's thread is a daemon)
-    summary = run_summary(s, started=started, backend=backend, env=env, canaries=canaries, audit_data=audit_data)
+    summary = run_summary(s, started=started, backend=backend, env=env, hooks=hooks)
     if s.diverged_at is None and not s.interrupted:
         run = s.run
-        augtest = evaluation.evaluate_augtest(s.cfg, run.logits_fn, s.released_params(), run.dataset, run.augment,
+        augtest = evaluation.evaluate_augtest(s.job, run.logits_fn, s.released_params(), run.dataset, run.augment,
                                               run.test_key)
         summary = dataclasses.replace(summary, test_accuracy_augtest=augtest)
         summary = dataclasses.replace(summary, model=s.folder.write_model(s.released_params(),
-                                                                          model_card(s.cfg, s, summary)))
+                                                                          model_card(s.job, s, summary)))
     s.folder.write_ledger(s.ledger, with_pld=run_is_target(s))
     s.folder.write_summary(summary)
     return summary
@@ -42,9 +42,9 @@ def run_is_target(s: Session) -> bool:
     return s.run.plan.target is None
 
 
-def run_summary(s: Session, *, started: float, backend: str, env: Environment, canaries: int,
-                audit_data: bool = False) -> RunSummary:
-    """The RunSummary of the session's run: its last evaluation, its ledger's figures, its plan, how it ran."""
+def run_summary(s: Session, *, started: float, backend: str, env: Environment, hooks: RunHooks) -> RunSummary:
+    """The RunSummary of the session's run: its last evaluation, its ledger's figures, its plan, how it ran,
+    and what a stage's hooks say it is (release_marks; private_release false when it is not one)."""
     plan, ledger, final = s.run.plan, s.ledger, (s.history[-1] if s.history else {})
     # PLD at a proxy's small σ takes minutes (or cannot run), and a proxy's own ε guarantees nothing: RDP.
     pld = ledger.pld_figures() if run_is_target(s) else {"epsilon_pld": None, "epsilon_replace_one": None}
@@ -70,8 +70,13 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, c
         diverged_at_step=s.diverged_at, interrupted=s.interrupted,
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
-        audit_canaries=canaries or None, private_release=False if canaries or audit_data else None,
-        init=init_of(s.run, ledger))
+        init=init_of(s.run, ledger), **marks_of(hooks))
+
+
+def marks_of(hooks: RunHooks) -> dict:
+    """The summary's fields a stage's hooks set: its release_marks, and private_release false for a run that
+    is not a private release (absent otherwise, as in every other run's summary.json)."""
+    return hooks.release_marks | ({} if hooks.private_release else {"private_release": False})
 
 
 def init_of(run, ledger=None) -> Init | None:
@@ -97,14 +102,14 @@ def provenance_of(run, ledger) -> dict | None:
     return record | {"epsilon_this_run": ledger.epsilon_this_run() if ledger is not None else None}
 
 
-def model_card(cfg: Config, s: Session, summary: RunSummary) -> dict:
+def model_card(job: RunJob, s: Session, summary: RunSummary) -> dict:
     """model/model.json: the architecture, the weights released and the figures of record (`epsilon`: the
     composition with what its [init] inherited, `init` saying what that was); an audited run's says it is
     not a private release."""
-    m, dataset = cfg.model, s.run.dataset
+    m, dataset = job.model, s.run.dataset
     card = {"model": m.name, "width": m.width, "depth": m.depth, "norm_order": m.norm_order, "options": m.options,
             "num_classes": dataset.num_classes, "input_shape": list(dataset.input_shape),
-            "weights": "ema" if cfg.train.ema_decay > 0 else "final", "steps": summary.steps,
+            "weights": "ema" if job.train.ema_decay > 0 else "final", "steps": summary.steps,
             "epsilon": summary.epsilon, "epsilon_accountant": summary.epsilon_accountant,
             "epsilon_neighbouring": summary.epsilon_neighbouring, "delta": summary.delta,
             "noise_secret": summary.noise_secret,

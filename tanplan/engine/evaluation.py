@@ -51,13 +51,13 @@ def evaluate(eval_batch, params, test, batch_size: int, mesh) -> dict[str, float
     return {"test_loss": loss / n, "test_accuracy": correct / n}
 
 
-def evaluate_augtest(cfg, logits_fn, params, dataset, augment, key) -> float | None:
-    """Test accuracy by majority vote over K augmentations (AugTest), when the config asks for it. Each test
+def evaluate_augtest(job, logits_fn, params, dataset, augment, key) -> float | None:
+    """Test accuracy by majority vote over K augmentations (AugTest), when the job (tanplan.job) asks for it. Each test
     example's views come from the public key and its test index alone (tanplan.data.augtest)."""
-    if not cfg.data.aug_test or augment is None:
+    if not job.data.aug_test or augment is None:
         return None
-    predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=cfg.data.aug_mult, augment=augment))
-    size = cfg.train.eval_batch_size
+    predict = jax.jit(functools.partial(augtest_predict, logits_fn, k=job.data.aug_mult, augment=augment))
+    size = job.perf.eval_batch_size
     correct = 0
     for start in range(0, dataset.num_test, size):
         index = np.arange(start, min(start + size, dataset.num_test))

@@ -2,8 +2,8 @@
 proxy of `sweep` and `fit`, and `launch` (locally, and in each Ray worker). A proxy is the same program
 as its target, only smaller.
 
-    summary = train_and_evaluate(cfg, Path("runs/x"))                 # a new run
-    summary = train_and_evaluate(cfg, Path("runs/x"), resume=True)    # continue it exactly
+    summary = train_and_evaluate(job, Path("runs/x"))                 # a new run (job = RunJob.of(cfg): tanplan.job)
+    summary = train_and_evaluate(job, Path("runs/x"), resume=True)    # continue it exactly
 
 Step t (0-based): its Poisson batch is drawn from the run's secret (`secret.batch_rng(BATCH, t)`:
 jax-privacy's CyclicPoissonSampling, one iteration, INDEPENDENT partition, so each example is in with
@@ -41,6 +41,7 @@ throughput, bar) are tanplan.engine.session's; the summary, AugTest and the mode
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -51,18 +52,18 @@ from typing import Callable, Iterable
 import jax
 from tqdm import tqdm
 
-from tanplan.config import Config
 from tanplan.dp import sampling, sharding
 from tanplan.dp import step as dp_step
-from tanplan.dp.canaries import CanaryRecord
 from tanplan.engine import batches, setup, tracking
 from tanplan.engine.closing import close_run
 from tanplan.engine.epsilon_ticker import EpsilonTicker
+from tanplan.engine.hooks import NONE, RunHooks
 from tanplan.engine.route_notes import cpu_chunks_line, say_once
 from tanplan.engine.run_folder import RunFolder
 from tanplan.engine.run_identity import fingerprint, run_identity
 from tanplan.engine.session import NonFinite, Session
 from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
+from tanplan.job import RunJob
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.privacy import accounting
 from tanplan.privacy.ledger import Ledger
@@ -72,12 +73,11 @@ from tanplan.provenance import environment
 STEP_DELAY_ENV = "TANPLAN_DEBUG_STEP_DELAY"
 
 
-def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume: bool = False,
+def train_and_evaluate(job: RunJob, workdir: str | Path | None = None, *, resume: bool = False,
                        progress: bool = True, on_eval: Callable[[int, dict], None] | None = None,
-                       backend: str = "local", writers: Iterable[tracking.Writer] = (), canaries: int = 0,
-                       on_canaries: Callable[[CanaryRecord], None] | None = None, dataset=None,
-                       canary_kind: str = "gradient") -> RunSummary:
-    """Train cfg's plan (its proxy when train.proxy_batch_size > 0) and return its RunSummary.
+                       backend: str = "local", writers: Iterable[tracking.Writer] = (), hooks: RunHooks = NONE,
+                       dataset=None) -> RunSummary:
+    """Train job's plan (its proxy when train.proxy_batch_size > 0) and return its RunSummary.
 
     Evaluates every train.eval_every steps and at the end (on_eval(step, record) sees each record),
     checkpoints every train.checkpoint_every steps (0: only at the end) and on SIGTERM/SIGINT. resume:
@@ -86,88 +86,88 @@ def train_and_evaluate(cfg: Config, workdir: str | Path | None = None, *, resume
     Raises UsageError on bad input (before any step; or a bad row met mid-run), TrainingDiverged,
     RunInterrupted; whatever stops it after steps ran, ledger.json counts every one of them first.
 
-    canaries > 0: the privacy audit's run (tanplan.workflow.audit is the only caller that passes it): that many
-    gradient canaries wrap the run's mechanism (tanplan.dp.canaries; canary_kind "input": crafted examples
-    clipped with the batch, tanplan.dp.input_canaries); summary.json and the model card say so
-    (audit_canaries, private_release false), the folder is marked when opened (run_folder.AUDIT_MARKER: no
-    resume, no other run into it), and on_canaries receives the CanaryRecord (the secret draw and
-    what each step released on the canaries) once the run finished: it is never written, never in the summary.
-    dataset: a tanplan.data Dataset to train on in place of cfg.data's (tanplan.workflow.final_audit passes its
-    training set with the held-in input canaries); N, q and σ are then this set's, and summary.json and the
-    model card say the run is not a private release (private_release false).
+    hooks: what a stage adds around the run (tanplan.engine.hooks; the privacy audit's, tanplan.workflow.audit):
+    a wrapper of the run's mechanism, whose step computes the wrapper's noisy sum (never resumed: what it
+    drew lives in memory only), handed to hooks.on_finish once the run finished; hooks.release_marks go into
+    summary.json; a run that is not a private release (hooks.private_release false) has its folder marked
+    when opened (run_folder.AUDIT_MARKER: no resume, no other run into it) and says so in summary.json and
+    the model card.
+    dataset: a tanplan.data Dataset to train on in place of job.data's (tanplan.workflow.final_audit passes
+    its training set with the examples it audits held in); N, q and σ are then this set's, and the run is not
+    a private release (private_release false).
     """
-    if canaries and (resume or on_canaries is None):
-        raise ValueError("an audited run is never resumed, and hands its canaries' record to on_canaries: the "
-                         "observations live in memory only")
-    factories = tracking.resolve_factories(cfg)  # a bad import path stops here, before anything is written
+    if hooks.wrap is not None and resume:
+        raise ValueError("a run with a wrapped mechanism is never resumed: what its wrapper drew lives in memory only")
+    if dataset is not None:  # trained on a set of a stage's own: not a release of job.data
+        hooks = dataclasses.replace(hooks, private_release=False)
+    factories = tracking.resolve_factories(job.tracking)  # a bad import path stops here, before anything is written
     started = time.perf_counter()
     primary, single = jax.process_index() == 0, jax.process_count() == 1
     say = (lambda msg: print(msg, file=sys.stderr)) if primary else (lambda msg: None)
-    prepared = setup.prepare(cfg, dataset)  # data, plan, δ, model: everything that can refuse the run, before any file
+    prepared = setup.prepare(job, dataset)  # data, plan, δ, model: everything that can refuse the run, before any file
     plan = prepared.plan
-    audit = bool(canaries) or dataset is not None  # an audit's run: its folder is marked before anything else
-    with RunFolder(workdir, resume=resume, primary=primary, lock=single, audit=audit) as folder:
+    marked = not hooks.private_release  # not a private release: its folder is marked before anything else
+    with RunFolder(workdir, resume=resume, primary=primary, lock=single, audit=marked) as folder:
         # The secret is bound to this run: reused only by its own resume (a Ray launch's workers read the driver's).
-        secret = folder.secret(cfg.privacy.noise_seed, run_identity(cfg, plan, prepared.dataset, prepared.params,
+        secret = folder.secret(job.privacy.noise_seed, run_identity(job, plan, prepared.dataset, prepared.params,
                                                                  setup.init_digest(prepared)),
                                create=single)
-        if secret.reproducible and cfg.privacy.private:
-            say(f"tanplan: warning: privacy.noise_seed = {cfg.privacy.noise_seed}: the noise and the batches are "
+        if secret.reproducible and job.privacy.private:
+            say(f"tanplan: warning: privacy.noise_seed = {job.privacy.noise_seed}: the noise and the batches are "
                 "reproducible from the config; this run is NOT private (for tests only)")
-        run = setup.build(cfg, secret, prepared, canaries=canaries, canary_kind=canary_kind)
+        run = setup.build(job, secret, prepared, wrap=hooks.wrap)
         say_once(run.route_note, say)  # a plugged-in model's gradient route
         env = environment(run.mesh.devices.flat)
-        s = _resume_or_start(cfg, run, folder, backend, env, say)  # (1)-(4): restore, refuse, rewrite, continue
+        s = _resume_or_start(job, run, folder, backend, env, say)  # (1)-(4): restore, refuse, rewrite, continue
         s.on_eval = on_eval
         if progress and primary and plan.private:
-            s.ticker = EpsilonTicker(s.ledger, s.release, _marks(cfg, plan))
+            s.ticker = EpsilonTicker(s.ledger, s.release, _marks(job, plan))
         slow = cpu_chunks_line(run.route, s.layout.chunks, s.layout.capacity)
         if slow and jax.default_backend() == "cpu":
             say(slow)
         s.state, s.roots = sharding.replicate_global(s.state, run.mesh), sharding.replicate_global(run.roots, run.mesh)
-        s.bar = _progress_bar(cfg, run, s.start, show=progress and primary)
-        s.tracker = tracking.open_tracker(cfg, folder.out, factories, writers, start=s.start, primary=primary)
+        s.bar = _progress_bar(job, run, s.start, show=progress and primary)
+        s.tracker = tracking.open_tracker(job, folder.out, factories, writers, start=s.start, primary=primary)
         _train_steps(s)
-        summary = close_run(s, started=started, backend=backend, env=env, canaries=canaries,
-                            audit_data=dataset is not None)
-    _raise_if_stopped(s, cfg, workdir)
-    if run.audited is not None:
-        on_canaries(run.audited.record())
+        summary = close_run(s, started=started, backend=backend, env=env, hooks=hooks)
+    _raise_if_stopped(s, job, workdir)
+    if run.wrapped is not None and hooks.on_finish is not None:
+        hooks.on_finish(run.wrapped)
     return summary
 
 
-def _progress_bar(cfg: Config, run: setup.Run, start: int, *, show: bool) -> tqdm:
+def _progress_bar(job: RunJob, run: setup.Run, start: int, *, show: bool) -> tqdm:
     """The bar on stderr: steps, the expected B and σ (public), and the devices when more than one."""
     plan, ndev = run.plan, run.mesh.devices.size
-    desc = f"{cfg.experiment.name} B={plan.batch_size} σ={plan.sigma:.3g}" + (f" ×{ndev}" if ndev > 1 else "")
+    desc = f"{job.experiment.name} B={plan.batch_size} σ={plan.sigma:.3g}" + (f" ×{ndev}" if ndev > 1 else "")
     return tqdm(total=plan.steps, initial=start, file=sys.stderr, disable=not show, unit="step", dynamic_ncols=True,
                 desc=desc)
 
 
-def _marks(cfg: Config, plan) -> Callable[[int], int]:
+def _marks(job: RunJob, plan) -> Callable[[int], int]:
     """The evaluation step at or after a step (the ε ticker's next mark)."""
-    every = cfg.train.eval_every
+    every = job.train.eval_every
     return lambda step: min(-(-step // every) * every, plan.steps)
 
 
-def _resume_or_start(cfg: Config, run: setup.Run, folder: RunFolder, backend: str, env, say) -> Session:
+def _resume_or_start(job: RunJob, run: setup.Run, folder: RunFolder, backend: str, env, say) -> Session:
     """The session at its first step, with its ledger. Resume, in this order: (1) restore the newest intact
     checkpoint, moving damaged newer ones aside; (2) refuse if the config differs from the one it was saved
     with; (3) only then rewrite config.toml and drop later metrics; (4) go on at its step with the same
     secret: the same batches and noise."""
     plan, ndev = run.plan, run.mesh.devices.size
-    state = dp_step.create_train_state(run.params, run.optimizer, cfg.train.ema_decay, run.partition)
+    state = dp_step.create_train_state(run.params, run.optimizer, job.train.ema_decay, run.partition)
     proxy = plan.target is not None
     # One PLD grid for every figure of the run (scaled to its planned ε): its ε of record grows with its steps.
     grid = accounting.pld_grid(plan.events(), plan.delta, plan.neighbouring) if plan.private and not proxy else None
-    ledger = Ledger(budget_epsilon=cfg.privacy.epsilon if plan.private else None, delta=plan.delta,
+    ledger = Ledger(budget_epsilon=job.privacy.epsilon if plan.private else None, delta=plan.delta,
                     accountant=plan.accountant, neighbouring=plan.neighbouring, proxy=proxy, pld_interval=grid,
                     **setup.ledger_inputs(run))  # [init]: public, or its inherited releases
     # The planned layout is public (N, q, the config); a layout grown for a batch that outgrew it is
     # private (it bounds a sampled batch size): it stays in the checkpoint, never in summary.json.
-    planned = layout = sampling.batch_layout(run.dataset.num_train, plan.q, cfg.train.physical_batch_size, ndev)
+    planned = layout = sampling.batch_layout(run.dataset.num_train, plan.q, job.perf.physical_batch_size, ndev)
     start = 0
-    restored = folder.restore(state, fingerprint(cfg, plan), log=say)  # (1), (2)
+    restored = folder.restore(state, fingerprint(job, plan), log=say)  # (1), (2)
     if restored is not None:
         state, meta = restored
         start, ledger = int(meta["step"]), Ledger.from_dict(meta["ledger"])
@@ -178,10 +178,10 @@ def _resume_or_start(cfg: Config, run: setup.Run, folder: RunFolder, backend: st
         say(f"tanplan: resuming from the checkpoint of step {start}")
     elif plan.snip_sigma:
         ledger.record_snip(plan.q, plan.snip_sigma, plan.delta)  # released by setup.build, before step 1
-    folder.begin(cfg, start)  # (3)
+    folder.begin(job.record, start)  # (3)
     release = ledger.open_release(start, plan.q, plan.sigma, plan.delta, backend=backend, devices=ndev,
                                   platform=env.platform, device_kind=env.device_kind, versions=env.versions)
-    return Session(cfg, run, folder, ledger, release, start, planned, layout, state, run.roots, ran=start)  # (4)
+    return Session(job, run, folder, ledger, release, start, planned, layout, state, run.roots, ran=start)  # (4)
 
 
 def _train_steps(s: Session) -> None:
@@ -219,28 +219,29 @@ def _train_steps(s: Session) -> None:
 
 
 def _step(s: Session, reader: batches.StepBatches, t: int):
-    """Step t on its Poisson batch (read by index, padded to the layout); an audited run's step also gets
-    its canary draws and the auditor's shadow batch, and hands back its observation to the wrapper."""
-    audited = s.run.audited
+    """Step t on its Poisson batch (read by index, padded to the layout); a wrapped mechanism's step also
+    gets the wrapper's draws of step t and the rows it reads beside the batch, and hands the wrapper back
+    the step's metrics (tanplan.engine.hooks.Wrapped)."""
+    wrapped = s.run.wrapped
     indices = reader.indices(t, s.layout)  # read by index from the source, step t+1 prefetched
-    chosen, shadow = audited.draws(t) if audited is not None else (None, ())
-    s.grow_layout(t, max(len(indices), len(shadow)))
+    drawn, rows = wrapped.draw_step(t) if wrapped is not None else ({}, {})
+    rows = {name: index for name, index in rows.items() if len(index)}
+    s.grow_layout(t, max([len(indices), *(len(index) for index in rows.values())]))
     _, batch = reader.take(t, s.layout)
-    if audited is None:
+    if wrapped is None:
         return s.run.step(s.state, batch, s.roots)
-    audit = {"chosen": sharding.replicate_global(chosen, s.run.mesh)}
-    if len(shadow):  # gradient canaries' auditor subtracts a shadow batch; input canaries' the step's own rows
-        audit["shadow"] = reader.place(shadow, s.layout)
-    state, metrics = s.run.step(s.state, batch, s.roots, audit)
-    return state, audited.keep(metrics)
+    extra = {"args": {name: sharding.replicate_global(a, s.run.mesh) for name, a in drawn.items()},
+             "rows": {name: reader.place(index, s.layout) for name, index in rows.items()}}
+    state, metrics = s.run.step(s.state, batch, s.roots, extra)
+    return state, wrapped.keep(metrics)
 
 
-def _raise_if_stopped(s: Session, cfg: Config, workdir) -> None:
+def _raise_if_stopped(s: Session, job: RunJob, workdir) -> None:
     """TrainingDiverged or RunInterrupted once the run's files are written."""
     if s.diverged_at is not None:
         kept = f"; the last good checkpoint is kept at step {s.history[-1]['step']}" if s.history and workdir else ""
         raise TrainingDiverged(f"training diverged: the parameters are not finite after step {s.diverged_at} "
-                               f"(learning rate {cfg.train.learning_rate:g} may be too high; its {s.ledger.steps} "
+                               f"(learning rate {job.train.learning_rate:g} may be too high; its {s.ledger.steps} "
                                f"steps are accounted in the ledger){kept}")
     if s.interrupted:  # a run with no folder (api.train(out=None)) saved nothing: nothing to resume
         kept = (f"checkpoint saved in {str(Path(workdir) / 'checkpoint')!r}; continue with --resume" if workdir

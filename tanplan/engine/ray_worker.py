@@ -22,7 +22,6 @@ from pathlib import Path
 
 import jax
 
-from tanplan.config import config_from_dict
 from tanplan.dp import secret
 from tanplan.engine import setup
 from tanplan.engine.checkpoint import Checkpoints
@@ -31,6 +30,7 @@ from tanplan.engine.run_folder import check_audit_folder
 from tanplan.engine.run_identity import run_identity
 from tanplan.errors import UsageError, WorkerLost
 from tanplan.fileio import exclusive
+from tanplan.job import RunJob
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.plugins import worker_env
 from tanplan.ray_session import start_ray, stop_ray
@@ -64,7 +64,7 @@ def run_worker(config: dict, rank: int, world: int) -> None:
         # Always resume: the driver checked that a fresh launch has no checkpoint, and a group that
         # Ray restarts after losing a worker must continue from the last checkpoint. Every worker reads
         # the secret the driver saved, so all draw the same (replicated) noise and batches.
-        train_and_evaluate(config_from_dict(config["cfg"]), config["out"], resume=True,
+        train_and_evaluate(RunJob.from_record(config["cfg"]), config["out"], resume=True,
                            progress=config["progress"] and rank == 0, backend="ray")
     finally:
         if cpu:
@@ -81,7 +81,7 @@ def own_gpus(gpu_ids) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(sorted((str(i) for i in gpu_ids), key=lambda i: (len(i), i)))
 
 
-def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
+def launch_on_ray(job: RunJob, out, *, num_workers: int, gpus_per_worker: int = 0, address: str | None = None,
                   resume: bool = False, progress: bool = True, max_failures: int = 1) -> RunSummary:
     """Run THE loop on num_workers Ray workers; the RunSummary worker 0 wrote (summary.json, read back).
 
@@ -93,12 +93,12 @@ def launch_on_ray(cfg, out, *, num_workers: int, gpus_per_worker: int = 0, addre
     driver_on_cpu()  # the model initialised for the run's identity: on the CPU, the GPUs are the workers'
     check_audit_folder(out, resume=resume, audit=False)  # an audit's run: never resumed, never trained into
     with exclusive(out, "launch"):
-        create_secret(cfg, out, resume=resume)
-        return _fit(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
+        create_secret(job, out, resume=resume)
+        return _fit(job, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
                     progress=progress, max_failures=max_failures)
 
 
-def create_secret(cfg, out: Path, *, resume: bool) -> None:
+def create_secret(job: RunJob, out: Path, *, resume: bool) -> None:
     """The driver's part before any worker starts: refuse a fresh launch into a checkpointed --out, then
     save the run's secret, bound to the run's identity as in a local run, where every worker reads it."""
     ckpt = Checkpoints(out / "checkpoint")
@@ -107,13 +107,13 @@ def create_secret(cfg, out: Path, *, resume: bool) -> None:
     if latest is not None and not resume:
         raise UsageError(f"--out {str(out)!r} already holds a checkpoint at step {latest}: pass --resume to "
                          f"continue it, or choose a new --out")
-    prepared = setup.prepare(cfg)  # the run's identity (its init's digest too): the secret is bound to it
-    secret.for_run(out / "checkpoint", cfg.privacy.noise_seed, resume=resume,
-                   identity=run_identity(cfg, prepared.plan, prepared.dataset, prepared.params,
+    prepared = setup.prepare(job)  # the run's identity (its init's digest too): the secret is bound to it
+    secret.for_run(out / "checkpoint", job.privacy.noise_seed, resume=resume,
+                   identity=run_identity(job, prepared.plan, prepared.dataset, prepared.params,
                                          setup.init_digest(prepared)))
 
 
-def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
+def _fit(job: RunJob, out: Path, *, num_workers: int, gpus_per_worker: int, address: str | None, progress: bool,
          max_failures: int) -> RunSummary:
     """JaxTrainer over num_workers workers, each running _train_loop_per_worker."""
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")  # read when ray.train is imported: third-party, after it
@@ -122,7 +122,7 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
 
     cpu = gpus_per_worker == 0
     env = {"RAY_TRAIN_V2_ENABLED": "1", "XLA_FLAGS": CPU_FLAG if cpu else without_cpu_flag(os.environ.get("XLA_FLAGS", "")),
-           **worker_env(cfg)}  # the workers import the config's plug-ins (model, data, task) themselves
+           **worker_env(job.config())}  # the workers import the config's plug-ins (model, data, task) themselves
     if cpu:
         env["JAX_PLATFORMS"] = "cpu"
     # Local: loopback only, no dashboard, a private session folder removed at the end; an --address is
@@ -132,7 +132,7 @@ def _fit(cfg, out: Path, *, num_workers: int, gpus_per_worker: int, address: str
     try:
         trainer = JaxTrainer(
             _train_loop_per_worker,
-            train_loop_config={"cfg": cfg.to_dict(), "out": str(out), "gpus_per_worker": gpus_per_worker,
+            train_loop_config={"cfg": job.to_dict(), "out": str(out), "gpus_per_worker": gpus_per_worker,
                                "coordinator": f"127.0.0.1:{_free_port()}", "progress": progress},
             scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=not cpu,
                                          resources_per_worker={"GPU": gpus_per_worker} if not cpu else {"CPU": 1}),

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import jax
 
 from tanplan import task as tasks
-from tanplan.config import Config
 from tanplan.dp import clipping, ghost
 from tanplan.engine import route_cost
 from tanplan.errors import UsageError
+from tanplan.job import RunJob
 
 # A memo of the numeric self-check, a pure function of (model config, parameter structure, input shape):
 # it compiles per-example gradients (~5 s), which dominated short proxy runs, so once per process.
@@ -36,28 +36,28 @@ class Route:
     cost: str | None = None  # grad_method auto, private: the two routes' costs at the chunk size, and the rule
 
 
-def choose(cfg: Config, logits_fn, params, example_x, *, rows: int | None = None, augment=None) -> Route:
-    """The route of cfg's run (see `make_grad_sum`); UsageError when train.grad_method = "ghost" is impossible.
+def choose(job: RunJob, logits_fn, params, example_x, *, rows: int | None = None, augment=None) -> Route:
+    """The route of job's run (see `make_grad_sum`); UsageError when train.grad_method = "ghost" is impossible.
     rows: one device's rows in a chunk (physical_batch_size or fewer); with it, a private run under "auto"
     whose model allows per-layer norms takes the cheaper route at that size (tanplan.engine.route_cost)."""
-    reason = check(cfg, logits_fn, params, example_x)
-    method = cfg.train.grad_method
-    if reason is None and method == "auto" and cfg.privacy.private and rows is not None:
-        key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]), cfg.data.aug_mult,
-               cfg.data.augmentation, cfg.train.compute_dtype, repr(cfg.task), ghost.MAX_PER_EXAMPLE_BYTES)
-        fns = {name: grad_sum_of(cfg, logits_fn, augment, name) for name in ("ghost", "vmap")}
+    reason = check(job, logits_fn, params, example_x)
+    method = job.perf.grad_method
+    if reason is None and method == "auto" and job.privacy.private and rows is not None:
+        key = (repr(job.model), _structure(params), tuple(example_x.shape[1:]), job.data.aug_mult,
+               job.data.augmentation, job.perf.compute_dtype, repr(job.task), ghost.MAX_PER_EXAMPLE_BYTES)
+        fns = {name: grad_sum_of(job, logits_fn, augment, name) for name in ("ghost", "vmap")}
         try:
-            found, unit = route_cost.costs(fns, params, example_x, rows, cfg.train.route_cost, key)
+            found, unit = route_cost.costs(fns, params, example_x, rows, job.perf.route_cost, key)
         except Exception as err:  # e.g. a plugged-in task whose labels are not one integer a row: as before
             return Route("ghost", None, f"no cost at {rows} rows a device ({type(err).__name__}): per-layer kept")
-        name, why = route_cost.verdict(found, unit, rows, cfg.data.aug_mult)
+        name, why = route_cost.verdict(found, unit, rows, job.data.aug_mult)
         return Route(name, None, why)
     if reason is None and method in ("auto", "ghost"):
         return Route("ghost")
-    return Route("vmap" if cfg.privacy.private else "plain", reason)
+    return Route("vmap" if job.privacy.private else "plain", reason)
 
 
-def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x, *, rows: int | None = None):
+def make_grad_sum(job: RunJob, logits_fn, augment, params, example_x, *, rows: int | None = None):
     """(the per-chunk gradient sum, its Route).
 
     Private: each example's gradient clipped to C, by per-layer norms ("ghost", when the model's
@@ -66,16 +66,16 @@ def make_grad_sum(cfg: Config, logits_fn, augment, params, example_x, *, rows: i
     device), the cheaper of the two at that size. Non-private: the plain sum, by the same per-layer passes
     ("ghost") or jax.grad ("plain").
     """
-    route = choose(cfg, logits_fn, params, example_x, rows=rows, augment=augment)
-    return grad_sum_of(cfg, logits_fn, augment, route.name), route
+    route = choose(job, logits_fn, params, example_x, rows=rows, augment=augment)
+    return grad_sum_of(job, logits_fn, augment, route.name), route
 
 
-def grad_sum_of(cfg: Config, logits_fn, augment, route: str, devices: int = 1):
+def grad_sum_of(job: RunJob, logits_fn, augment, route: str, devices: int = 1):
     """The per-chunk gradient sum of the named route (clipped to privacy.clip_norm when the run is private);
     devices: how many share the chunk's rows (the per-layer route's memory rule follows one device's rows)."""
-    task = tasks.from_config(cfg)
-    k = cfg.data.aug_mult
-    clip = cfg.privacy.clip_norm if cfg.privacy.private else None
+    task = tasks.from_config(job)
+    k = job.data.aug_mult
+    clip = job.privacy.clip_norm if job.privacy.private else None
     if route == "ghost":
         return ghost.ghost_clipped_grad_sum(logits_fn, clip, augment, k, task=task, devices=devices)
     if clip is None:
@@ -83,24 +83,24 @@ def grad_sum_of(cfg: Config, logits_fn, augment, route: str, devices: int = 1):
     return clipping.clipped_grad_sum(logits_fn, clip, augment, k, task)
 
 
-def check(cfg: Config, logits_fn, params, example_x) -> str | None:
-    """Why the per-layer route does not apply to cfg's model (None: it does), and UsageError (one line)
+def check(job: RunJob, logits_fn, params, example_x) -> str | None:
+    """Why the per-layer route does not apply to job's model (None: it does), and UsageError (one line)
     when train.grad_method = "ghost" asks for it regardless. Whenever per-layer norms would be used, the
     numeric self-check runs (ghost.unsupported_reason: norms and one example's clipped sum against jax.grad
     per example), under "ghost" as under "auto": a model that mixes rows can pass the structural check.
     Called by engine.setup.prepare, before anything is written (its verdict is memoised for build())."""
-    method = cfg.train.grad_method
+    method = job.perf.grad_method
     if method not in ("auto", "ghost"):
         return "train.grad_method = vmap"
-    # Keyed by the parameter tree itself, not only by cfg.model: callers that time several models under
+    # Keyed by the parameter tree itself, not only by job.model: callers that time several models under
     # one config (tanplan bench) must not inherit the first model's verdict.
-    key = (repr(cfg.model), _structure(params), tuple(example_x.shape[1:]))
+    key = (repr(job.model), _structure(params), tuple(example_x.shape[1:]))
     if key not in _GHOST_CHECKS:  # a structural check: on the float32 model (engine.precision), not bfloat16's
         full = getattr(logits_fn, "full_precision", logits_fn)
         _GHOST_CHECKS[key] = ghost.unsupported_reason(full, params, example_x, numeric=True)
     reason = _GHOST_CHECKS[key]
     if reason is not None and method == "ghost":
-        raise UsageError(f"train.grad_method = 'ghost' is not possible for model {cfg.model.name!r}: {reason}; "
+        raise UsageError(f"train.grad_method = 'ghost' is not possible for model {job.model.name!r}: {reason}; "
                          "use auto or vmap")
     return reason
 

@@ -32,7 +32,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tanplan.config import Config, config_to_toml
+from tanplan.config import record_to_toml
 from tanplan.dp import secret as run_secret
 from tanplan.engine.checkpoint import Checkpoints
 from tanplan.engine.release import FOLDER as MODEL_FOLDER
@@ -175,12 +175,13 @@ class RunFolder:
                              f"{', '.join(changed)}; an exact resume needs the same plan, data, model and optimizer")
         return state, meta
 
-    def begin(self, cfg: Config, start: int) -> None:
+    def begin(self, record: dict, start: int) -> None:
         """Write config.toml and keep metrics.jsonl's evaluations up to `start` (later ones are redone).
-        Called only once the resume is accepted, so a refused resume truncates nothing."""
+        Called only once the resume is accepted, so a refused resume truncates nothing. record: the
+        Config's (tanplan.job.RunJob.record)."""
         if self.out is None or not self.primary:
             return
-        write_text_atomic(self.out / "config.toml", config_to_toml(cfg))
+        write_text_atomic(self.out / "config.toml", record_to_toml(record))
         for path in (self.out / METRICS, self.out / CHECKPOINT / DIAGNOSTICS):
             if start == 0:
                 path.unlink(missing_ok=True)

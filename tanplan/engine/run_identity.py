@@ -12,18 +12,18 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from tanplan.config import Config
+from tanplan.job import RunJob
 from tanplan.plugins import is_import_path
 
 
-def fingerprint(cfg: Config, plan) -> dict:
+def fingerprint(job: RunJob, plan) -> dict:
     """What must not change between a checkpoint and its resumption for the resume to be exact."""
-    relevant = {k: v for k, v in cfg.to_dict().items() if k in ("experiment", "data", "model", "privacy", "train",
-                                                                  "pruning")}
-    if cfg.init != type(cfg.init)():  # initial weights or frozen parameters (absent by default: older checkpoints resume)
-        relevant["init"] = cfg.to_dict()["init"]
-    if cfg.task != type(cfg.task)():  # a plugged-in loss or metric (absent by default: older checkpoints resume)
-        relevant["task"] = cfg.to_dict()["task"]
+    record = job.to_dict()
+    relevant = {k: v for k, v in record.items() if k in ("experiment", "data", "model", "privacy", "train", "pruning")}
+    if job.init != type(job.init)():  # initial weights or frozen parameters (absent by default: older checkpoints resume)
+        relevant["init"] = record["init"]
+    if job.task != type(job.task)():  # a plugged-in loss or metric (absent by default: older checkpoints resume)
+        relevant["task"] = record["task"]
     for section in ("data", "model"):
         if not relevant[section].get("options"):
             relevant[section].pop("options", None)
@@ -36,17 +36,17 @@ def fingerprint(cfg: Config, plan) -> dict:
             "dataset_size": plan.dataset_size, "steps": plan.steps, "snip_sigma": plan.snip_sigma}
 
 
-def run_identity(cfg: Config, plan, dataset, params, init_digest: str | None = None) -> dict:
+def run_identity(job: RunJob, plan, dataset, params, init_digest: str | None = None) -> dict:
     """What a run's noise protects, as flat {key: value}: every config key its batches, noise and updates
     depend on (`fingerprint`, which holds the plug-ins' import paths and options), the plan's numbers, the
     identity of its training data (`training_set`), the code of each plug-in it computes with (`plugins`)
     and its parameters' structure, and the digest of [init]'s weights when it starts from them (init_digest:
     tanplan.models.init). The run's secret is bound to it (tanplan.dp.secret)."""
-    fp = fingerprint(cfg, plan)
+    fp = fingerprint(job, plan)
     flat = {f"{section}.{key}": value for section, values in fp["config"].items() for key, value in values.items()}
     flat.update({f"plan.{key}": value for key, value in fp.items() if key != "config"})
     flat["data.training_set"] = training_set(dataset)
-    flat.update(plugins(cfg))
+    flat.update(plugins(job))
     if init_digest is not None:
         flat["init.digest"] = init_digest
     flat["model.parameter_structure"] = hashlib.blake2b(repr(structure(params)).encode(), digest_size=16).hexdigest()
@@ -75,14 +75,14 @@ def training_set(dataset) -> str:
 PLUGIN_SETTINGS = ("data.dataset", "model.name", "task.loss", "task.metric")
 
 
-def plugins(cfg: Config) -> dict:
+def plugins(job: RunJob) -> dict:
     """{"plugin.<setting>": digest} of the source file of each plug-in module the run computes with (its
     loader, model and [task] functions; tracking writers compute nothing): a plug-in edited under the same
     import path is another run. A module with no file is identified by its import path alone."""
     found = {}
     for setting in PLUGIN_SETTINGS:
         section, key = setting.split(".")
-        path = getattr(getattr(cfg, section), key)
+        path = getattr(getattr(job, section), key)
         if not is_import_path(path):
             continue
         module = importlib.import_module(path.partition(":")[0])  # imported already, by prepare()

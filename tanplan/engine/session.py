@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import jax
 
-from tanplan.config import Config
 from tanplan.dp import sampling, sharding
 from tanplan.engine import evaluation
 from tanplan.engine.checkpoint import host_array
@@ -24,6 +23,7 @@ from tanplan.engine.run_folder import RunFolder
 from tanplan.engine.run_identity import fingerprint
 from tanplan.engine.setup import Run
 from tanplan.engine.tracking import Tracker
+from tanplan.job import RunJob
 from tanplan.privacy.ledger import Ledger, Release
 
 
@@ -39,7 +39,7 @@ class NonFinite(Exception):
 class Session:
     """The moving parts of one run between its steps (state and layout replicated/grown as it goes)."""
 
-    cfg: Config
+    job: RunJob
     run: Run
     folder: RunFolder
     ledger: Ledger
@@ -68,7 +68,7 @@ class Session:
     def after_step(self, metrics: dict, done: int, signalled: Callable[[], bool]) -> None:
         """Settle the previous step's metrics (NonFinite if its parameters are not), start the throughput
         clock, evaluate and checkpoint when due (or when a signal came, even during the evaluation), move the bar."""
-        t_cfg, steps = self.cfg.train, self.run.plan.steps
+        t_cfg, steps = self.job.train, self.run.plan.steps
         self.ran = done
         if self.pending is not None:
             self.last = settle(*self.pending)
@@ -112,14 +112,14 @@ class Session:
     def evaluate(self, step: int) -> dict:
         """Evaluate the released parameters of `step` and publish the record (ledger.json first: a kill
         before the metrics line over-reports, never under)."""
-        run, t_cfg = self.run, self.cfg.train
+        run, size = self.run, self.job.perf.eval_batch_size
         self.ledger.advance(self.release, step)  # the evaluated parameters are released: their steps count
         record = {"step": step, **evaluation.evaluate(run.eval_batch, self.released_params(), run.dataset.test,
-                                                      t_cfg.eval_batch_size, run.local_mesh),
+                                                      size, run.local_mesh),
                   "epsilon_spent": self.ledger.epsilon_of_record()}
         if self.state.ema_params is not None:
-            raw = evaluation.evaluate(run.eval_batch, self.local(self.state.params), run.dataset.test,
-                                      t_cfg.eval_batch_size, run.local_mesh)
+            raw = evaluation.evaluate(run.eval_batch, self.local(self.state.params), run.dataset.test, size,
+                                      run.local_mesh)
             record["test_accuracy_no_ema"] = raw["test_accuracy"]
         record["steps_per_second"] = steps_per_second(step - self.start - 1, self.clock, self.eval_seconds)
         record["wall_time"] = time.time()
@@ -138,7 +138,7 @@ class Session:
     def checkpoint(self, done: int) -> None:
         """The steps so far are released by the checkpoint: ledger.json, then the checkpoint (RunFolder.save)."""
         self.ledger.advance(self.release, done)
-        self.folder.save(done, self.state, checkpoint_meta(done, self.cfg, self.run.plan, self.ledger, self.layout),
+        self.folder.save(done, self.state, checkpoint_meta(done, self.job, self.run.plan, self.ledger, self.layout),
                          self.ledger)
 
     def train_seconds(self) -> float:
@@ -167,9 +167,9 @@ def settle(metrics, step: int) -> dict:
     return values
 
 
-def checkpoint_meta(step: int, cfg: Config, plan, ledger: Ledger, layout) -> dict:
+def checkpoint_meta(step: int, job: RunJob, plan, ledger: Ledger, layout) -> dict:
     """The checkpoint's record. No key, no seed: the secret is stored beside it, in the same private folder."""
-    return {"step": step, "fingerprint": fingerprint(cfg, plan), "ledger": ledger.to_dict(),
+    return {"step": step, "fingerprint": fingerprint(job, plan), "ledger": ledger.to_dict(),
             "layout": {"chunks": layout.chunks, "chunk_size": layout.chunk_size},
             "sampler": {"kind": "poisson", "next_step": step}}
 

@@ -6,7 +6,7 @@ depending on it: by import path in the config, or as objects from Python.
     tensorboard = true                                 # <run>/tensorboard/events.out.tfevents.*
     writers = ["my_pkg.tracking:make_writer"]          # make_writer(run_dir, cfg) -> writer or None
 
-    train_and_evaluate(cfg, out, writers=[MyWriter()])  # the same from Python
+    train_and_evaluate(job, out, writers=[MyWriter()])  # the same from Python (job: tanplan.job.RunJob)
 
 A writer is any object with write(step, scalars, wall_time) and close(). It receives exactly the records of
 metrics.jsonl, one per evaluation (test metrics, `epsilon_spent`, `steps_per_second`, with the record's
@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
-from tanplan.config import Config
+from tanplan.config import TrackingConfig
 from tanplan.errors import UsageError
+from tanplan.job import RunJob
 
 FOLDER = "tensorboard"
 NOT_SCALARS = ("step", "wall_time")
@@ -35,11 +36,11 @@ class Writer(Protocol):
     def close(self) -> None: ...
 
 
-def resolve_factories(cfg: Config) -> dict[str, Callable]:
+def resolve_factories(tracking: TrackingConfig) -> dict[str, Callable]:
     """The factories named by [tracking] writers, imported now: UsageError (one line) for a path that does
     not import or name a callable, before the run writes anything."""
     factories = {}
-    for path in cfg.tracking.writers:
+    for path in tracking.writers:
         module_name, _, attribute = path.partition(":")
         try:
             factory = getattr(importlib.import_module(module_name), attribute)
@@ -96,14 +97,16 @@ class Tracker:
             self.writers.remove(writer)
 
 
-def open_tracker(cfg: Config, run_dir: Path | None, factories: dict[str, Callable], writers: Iterable[Writer] = (),
+def open_tracker(job: RunJob, run_dir: Path | None, factories: dict[str, Callable], writers: Iterable[Writer] = (),
                  *, start: int = 0, primary: bool = True) -> Tracker:
     """The run's writers: TensorBoard in run_dir/tensorboard (when [tracking] tensorboard and the run has a
-    folder), one from each factory (factory(run_dir, cfg); it may return None), and the given writers; none
-    off the primary process. A factory that raises is a UsageError naming it."""
+    folder), one from each factory (factory(run_dir, cfg), cfg the job's Config: its documented argument; it may
+    return None), and the given writers; none off the primary process. A factory that raises is a UsageError
+    naming it."""
     if not primary:
         return Tracker([])
     found: list = []
+    cfg = job.config() if factories else None
     for path, factory in factories.items():
         try:
             found.append(factory(run_dir, cfg))
@@ -111,6 +114,6 @@ def open_tracker(cfg: Config, run_dir: Path | None, factories: dict[str, Callabl
             Tracker(found).close()
             raise UsageError(f"tracking.writers entry {path!r} failed to open a writer "
                              f"({type(err).__name__}: {err})") from None
-    if cfg.tracking.tensorboard and run_dir is not None:
+    if job.tracking.tensorboard and run_dir is not None:
         found.insert(0, TensorBoardWriter(Path(run_dir) / FOLDER, purge_step=start + 1 if start else None))
     return Tracker([*found, *writers])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tanplan.config import Config
+from tanplan.config import InitConfig, ModelConfig
 from tanplan.errors import UsageError
 from tanplan.models import MODELS
 from tanplan.models.paths import matches, paths
@@ -39,9 +39,9 @@ def _groups(name: str, depth: int) -> list[tuple[str, ...]]:
     return groups
 
 
-def block_patterns(cfg: Config) -> tuple[str, ...]:
+def block_patterns(init: InitConfig, m: ModelConfig) -> tuple[str, ...]:
     """The patterns of init.frozen_blocks (none when 0); UsageError for another model or too many blocks."""
-    k, m = cfg.init.frozen_blocks, cfg.model
+    k = init.frozen_blocks
     if k == 0:
         return ()
     if m.name not in BLOCK_MODELS:
@@ -53,12 +53,11 @@ def block_patterns(cfg: Config) -> tuple[str, ...]:
     return tuple(re.escape(name) for group in groups[:k] for name in group)
 
 
-def trainable_paths(cfg: Config, params) -> frozenset[str] | None:
+def trainable_paths(init: InitConfig, model: ModelConfig, params) -> frozenset[str] | None:
     """The trainable parameters' paths; None when every parameter trains. UsageError for a pattern that
     names no parameter, or when nothing is left to train."""
-    init = cfg.init
     every = paths(params)
-    frozen_patterns = tuple(init.frozen) + tuple(f"re:{p}" for p in block_patterns(cfg))
+    frozen_patterns = tuple(init.frozen) + tuple(f"re:{p}" for p in block_patterns(init, model))
     if not init.trainable and not frozen_patterns:
         return None
     for key, patterns in (("trainable", init.trainable), ("frozen", init.frozen)):

@@ -35,7 +35,7 @@ from typing import Any
 import flax.serialization
 import numpy as np
 
-from tanplan.config import Config
+from tanplan.config import InitConfig
 from tanplan.errors import UsageError
 from tanplan.models.paths import flat_params, like, matches
 from tanplan.plugins import is_import_path, resolve
@@ -60,9 +60,8 @@ def default_head(model_name: str, params) -> tuple[str, ...]:
     return (dense[-1][1],) if dense else ()
 
 
-def read_source(cfg: Config) -> tuple[dict[str, np.ndarray], str]:
+def read_source(init: InitConfig) -> tuple[dict[str, np.ndarray], str]:
     """({"/"-joined path: array}, source text) of [init]; UsageError when it cannot be read."""
-    init = cfg.init
     if init.loader:
         return checked(_flat_tree(_call_loader(init.loader), init.loader), init.loader), init.loader
     return checked(_read_path(init.path), init.path), init.path
@@ -176,16 +175,16 @@ def digest_of(flat: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def load_init(cfg: Config, params, read: tuple[dict, str] | None = None) -> InitWeights | None:
+def load_init(init: InitConfig, model_name: str, params, read: tuple[dict, str] | None = None) -> InitWeights | None:
     """params (the model's fresh initialisation) overlaid with [init]'s weights (`read`: read_source's,
     read again when not given); None without [init]. UsageError (one line) for a missing path, an extra
     one, or a shape mismatch outside the head."""
-    if not (cfg.init.path or cfg.init.loader):
+    if not (init.path or init.loader):
         return None
-    source, text = read or read_source(cfg)
+    source, text = read or read_source(init)
     mine = flat_params(params)
-    head = tuple(cfg.init.head) or default_head(cfg.model.name, params)
-    for pattern in cfg.init.head:  # a pattern that names nothing re-initialises nothing: a typo, refused
+    head = tuple(init.head) or default_head(model_name, params)
+    for pattern in init.head:  # a pattern that names nothing re-initialises nothing: a typo, refused
         if not any(matches(pattern, key) for key in mine):
             raise UsageError(f"init.head pattern {pattern!r} names no parameter of the model (its parameters: "
                              f"{', '.join(list(mine)[:4])}{', ...' if len(mine) > 4 else ''})")

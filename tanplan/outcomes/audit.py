@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tanplan.outcomes.base import Result
+from tanplan.privacy import accounting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +24,26 @@ class Claim(Result):
         """(ε, accountant): the smallest add/remove-one ε the run states, the one the canaries test."""
         stated = [(e, name) for e, name in ((self.epsilon_pld, "pld"), (self.epsilon_rdp, "rdp")) if e is not None]
         return min(stated)
+
+    @classmethod
+    def of_run(cls, summary) -> "Claim":
+        """The claim an audit tests: the run's own mechanism, its S steps at (q = B/N, σ). Where its figures of
+        record compose releases its [init] inherited (tanplan.privacy.init_provenance), those are left out:
+        the canaries see only this run's steps, and the composed figure is a larger, looser claim."""
+        provenance = summary.init.provenance if summary.init is not None else None
+        if not (provenance and provenance.get("composed_releases")):
+            return cls(epsilon_rdp=summary.epsilon_rdp, epsilon_pld=summary.epsilon_pld,
+                       epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant,
+                       delta=summary.delta)
+        own = [accounting.dp_sgd_event(summary.batch_size / summary.dataset_size, summary.sigma, summary.steps)]
+
+        def figure(stated, accountant, neighbouring="add_remove"):  # only those the run states itself
+            return None if stated is None else accounting.epsilon_of_events(own, summary.delta, accountant,
+                                                                              neighbouring)
+
+        return cls(epsilon_rdp=figure(summary.epsilon_rdp, "rdp"), epsilon_pld=figure(summary.epsilon_pld, "pld"),
+                   epsilon_replace_one=figure(summary.epsilon_replace_one, "pld", "replace_one"),
+                   accountant=summary.accountant, delta=summary.delta)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,7 @@
 """What the batch law's stages return: the proxy runs, the law's prediction (fit.json), the privacy-parameter
 and dataset-size studies, and the proxy ladder (ladder.json). JAX-free.
 
-tanplan.workflow.batch_law computes the prediction and records it as a `PredictionRecord`;
+tanplan.laws.batch_law computes the prediction and records it as a `PredictionRecord`;
 tanplan.workflow.fit and .ladder build the rest. Field names are the files' keys, in their order.
 """
 
@@ -32,7 +32,7 @@ class ProxyRun(Result):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The law and its prediction for one launch (tanplan.workflow.batch_law.Prediction.record)
+# The law and its prediction for one launch (tanplan.laws.batch_law.Prediction.record)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,7 +51,7 @@ class FrontierRow(Result, Candidate):
 
 @dataclass(frozen=True, kw_only=True)
 class LawRange(Result):
-    """The simulated S the law was fitted on (tanplan.workflow.frontier_law.widest_fit) and its tests' p-values
+    """The simulated S the law was fitted on (tanplan.laws.frontier_law.widest_fit) and its tests' p-values
     over every simulated S."""
 
     low: int
@@ -64,7 +64,7 @@ class LawRange(Result):
 
 @dataclass(frozen=True, kw_only=True)
 class LawFit(Result):
-    """The law of accuracy in ln S (tanplan.workflow.frontier_law.FrontierLaw) as fitted, at `level`."""
+    """The law of accuracy in ln S (tanplan.laws.frontier_law.FrontierLaw) as fitted, at `level`."""
 
     model: str
     coef: tuple[float, ...]
@@ -120,7 +120,7 @@ class OptimizeResult(ReadsFrontier):
     settings: Settings
     frontier: tuple[FrontierRow, ...]
     dropped: tuple[Dropped, ...]
-    points: tuple[Mapping, ...]  # one per proxy run: tanplan.workflow.fit.train_points' row and its candidate
+    points: tuple[Mapping, ...]  # one per proxy run: tanplan.workflow.proxy_runs.train_points' row and its candidate
     source: str
     # the recommendation, runner-up and worst among the eligible candidates, and what the data tells apart
     recommendation: FrontierRow

@@ -30,14 +30,17 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from tanplan.config import Config
 from tanplan.errors import TanplanError, UsageError
+from tanplan.job import job_of
 from tanplan.outcomes.audit import Assessment, AuditResult, Claim
 from tanplan.outcomes.fields import fields_of
 from tanplan.reports.audit import write_audit
+from tanplan.workflow.inputs import check_inputs, check_out_dir
 from tanplan.workflow.audit_stats import (EXACT, FDP, PLAN_SHARE, Bound, Guesses, bound_from_guesses, ceiling,
                                           centred_by_group, likelihood_ratio_scores, planned_guesses)
 
@@ -126,7 +129,7 @@ def check_audit(cfg: Config, canaries: int, confidence: float, kind: str = "grad
 
     if not cfg.privacy.private:
         raise UsageError("privacy.private = false is not allowed for an audit: a non-private run claims no ε")
-    if enabled(cfg):
+    if enabled(cfg.pruning):
         raise UsageError("pruning and gradient dropping are not allowed for an audit: the canaries enter the dense "
                          "DP-SGD step only; set pruning.method = \"none\" and pruning.drop_method = \"none\"")
     if canaries < MIN_CANARIES:
@@ -166,13 +169,32 @@ def check_canary_room(cfg: Config, canaries: int) -> None:
 
     from tanplan.engine.setup import build_model, load_data, public_example  # lazy: JAX; the API (the planner's) imports this module
 
-    dataset = load_data(cfg)  # its metadata only: the input shape, from sources too
-    model = build_model(cfg, dataset.num_classes, dataset.input_shape)  # as training builds it (a plug-in: checked)
+    dataset = load_data(cfg.data)  # its metadata only: the input shape, from sources too
+    model = build_model(job_of(cfg), dataset.num_classes, dataset.input_shape)  # as training builds it (a plug-in: checked)
     shapes = jax.eval_shape(model.init, jax.random.key(0), public_example(dataset.input_shape, 1))
     num_params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(shapes))
     if canaries > num_params:
         raise UsageError(f"--canaries {canaries} is not allowed for model {cfg.model.name!r}: at most its {num_params} "
                          "parameters (each canary has coordinates of its own)")
+
+
+def canary_hooks(count: int, kind: str, on_record: Callable):
+    """The audit's hooks around its run (tanplan.engine.hooks): `count` canaries of `kind` wrap the run's
+    mechanism (tanplan.dp.canaries; "input": crafted examples clipped with the batch, tanplan.dp.input_canaries),
+    drawn from the audit's own secret; on_record receives their CanaryRecord (the secret draw and what each step
+    released on them) once the run finished: never written, never in the summary. summary.json and the model
+    card say audit_canaries and private_release false; the run's folder is marked, never resumed."""
+    from tanplan.dp import canaries as canary_lib  # lazy: JAX; the API (the planner's) imports this module
+    from tanplan.dp import input_canaries  # lazy: JAX; the API (the planner's) imports this module
+    from tanplan.engine.hooks import RunHooks  # lazy: the engine; the API (the planner's) imports this module
+
+    def wrap(mechanism, trainable, dataset):
+        if kind == "input":
+            return input_canaries.wrap(mechanism, count, dataset.input_shape, dataset.num_classes)
+        return canary_lib.wrap(mechanism, count, trainable)
+
+    return RunHooks(wrap=wrap, on_finish=lambda wrapped: on_record(wrapped.record()),
+                    release_marks={"audit_canaries": count}, private_release=False)
 
 
 def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES,
@@ -190,8 +212,8 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
     started = time.perf_counter()
     workdir = out / RUN_FOLDER if out is not None else None
     records = []  # the canaries' record (their secret draw and what each step released on them): never written
-    summary = train_and_evaluate(cfg, workdir, progress=progress, canaries=canaries, on_canaries=records.append,
-                                 canary_kind=kind)
+    summary = train_and_evaluate(job_of(cfg), workdir, progress=progress,
+                                 hooks=canary_hooks(canaries, kind, records.append))
     record = records[0]
     q = summary.batch_size / summary.dataset_size
     readings = record.observations if kind == "gradient" else centred_by_group(record.observations, record.arrays.y)
@@ -199,9 +221,7 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
     held_in = record.arrays.held_in
     if held_in.all() or not held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
         raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
-    claim = Claim(epsilon_rdp=summary.epsilon_rdp, epsilon_pld=summary.epsilon_pld,
-                  epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant,
-                  delta=summary.delta)
+    claim = Claim.of_run(summary)  # its own steps: what the canaries test
     tried = {method: tried_guesses(canaries, q, summary.sigma, summary.steps, claim.delta, confidence, method)
              for method in (EXACT, FDP)}
     figures = assess(scores[held_in], scores[~held_in], claim, confidence, tried)
@@ -218,3 +238,19 @@ def run_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CANARIES
         for path in write_audit(result, scores[held_in], scores[~held_in], sums[held_in], sums[~held_in], out):
             log(f"tanplan: wrote {path}")
     return result
+
+
+def audit_entry(cfg: Config, out, *, canaries: int | None, proxy_batch_size: int | None, confidence: float | None,
+                progress: bool, log: Callable[[str], None], canary_kind: str) -> AuditResult:
+    """The stage of tanplan.api.audit: the defaults filled in, every input checked before any data is read,
+    then run_audit (the proxy's run when proxy_batch_size is given)."""
+    if proxy_batch_size is not None:
+        cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
+    canaries = DEFAULT_CANARIES if canaries is None else canaries
+    confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
+    check_inputs(cfg)
+    check_out_dir(out)
+    check_audit(cfg, canaries, confidence, canary_kind)
+    check_audit_out(out)
+    return run_audit(cfg, Path(out) if out is not None else None, canaries=canaries, confidence=confidence,
+                     progress=progress, log=log, kind=canary_kind)

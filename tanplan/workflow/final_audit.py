@@ -54,10 +54,12 @@ from tanplan.engine.loop import train_and_evaluate
 from tanplan.engine.release import load_run
 from tanplan.engine.setup import load_data
 from tanplan.errors import TanplanError, UsageError
+from tanplan.job import job_of
 from tanplan.outcomes.audit import Claim
 from tanplan.outcomes.final_audit import CANARY_KINDS, DEFAULT_KIND, THREAT_MODEL, FinalAuditResult
 from tanplan.reports.final_audit import write_final_audit
 from tanplan.workflow.audit import DEFAULT_CANARIES, DEFAULT_CONFIDENCE, MIN_CANARIES, RUN_FOLDER, check_audit_out
+from tanplan.workflow.inputs import check_inputs, check_out_dir
 
 GUESS_FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)  # guesses k = f·M: k/2 top in, k/2 bottom out
 SCORE = "logit margin of the canary's label on the released model, z_y − max_{k≠y} z_k"
@@ -231,19 +233,18 @@ def run_final_audit(cfg: Config, out: Path | None, *, canaries: int = DEFAULT_CA
     every input first. on_canaries (tests) receives the secret draw once the run is over."""
     check_final_audit(cfg, canaries, kind, confidence)
     check_audit_out(out)
-    base = load_data(cfg)
+    base = load_data(cfg.data)
     check_canary_pool(base, canaries, kind)
     started = time.perf_counter()
     drawn = draw_canaries(base, canaries, kind, RunSecret.fresh().batch_rng(0, 0))  # OS entropy, memory only
     if drawn.held_in.all() or not drawn.held_in.any():  # fair coins: with M ≥ 20, once in 500,000 audits
         raise TanplanError(f"all {canaries} canaries fell on the same side of their coins: run the audit again")
     with _run_folder(out) as workdir:
-        summary = train_and_evaluate(cfg, workdir, progress=progress, dataset=with_canaries(base, drawn))
+        summary = train_and_evaluate(job_of(cfg), workdir, progress=progress, dataset=with_canaries(base, drawn))
         scores = released_scores(workdir, drawn)
     if on_canaries is not None:
         on_canaries(drawn)
-    claim = Claim(epsilon_rdp=summary.epsilon_rdp, epsilon_pld=summary.epsilon_pld,
-                  epsilon_replace_one=summary.epsilon_replace_one, accountant=summary.accountant, delta=summary.delta)
+    claim = Claim.of_run(summary)  # its own steps: what the canaries test
     bound = two_sided_bound(scores, drawn.held_in, claim.delta, confidence)
     result = _result(summary, claim, bound, scores, drawn, kind, confidence, time.perf_counter() - started,
                      str(workdir) if out is not None else None)
@@ -271,3 +272,20 @@ def _result(summary, claim: Claim, bound: Bound, scores, drawn: InputCanaries, k
         dataset_size=summary.dataset_size, batch_size=summary.batch_size, steps=summary.steps, sigma=summary.sigma,
         clip_norm=summary.clip_norm, proxy=summary.target is not None, test_accuracy=summary.test_accuracy,
         wall_seconds=wall, run_folder=run_folder)
+
+
+def final_audit_entry(cfg: Config, out, *, canaries: int | None, kind: str | None, proxy_batch_size: int | None,
+                      confidence: float | None, progress: bool, log: Callable[[str], None]) -> FinalAuditResult:
+    """The stage of tanplan.api.final_audit: the defaults filled in, every input checked before any data is
+    read, then run_final_audit (the proxy's run when proxy_batch_size is given)."""
+    if proxy_batch_size is not None:
+        cfg = cfg.with_overrides({"train.proxy_batch_size": proxy_batch_size})
+    canaries = DEFAULT_CANARIES if canaries is None else canaries
+    kind = DEFAULT_KIND if kind is None else kind
+    confidence = DEFAULT_CONFIDENCE if confidence is None else confidence
+    check_inputs(cfg)
+    check_out_dir(out)
+    check_final_audit(cfg, canaries, kind, confidence)
+    check_audit_out(out)
+    return run_final_audit(cfg, Path(out) if out is not None else None, canaries=canaries, kind=kind,
+                           confidence=confidence, progress=progress, log=log)

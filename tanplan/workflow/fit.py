@@ -1,110 +1,141 @@
-"""`tanplan fit`: train proxies at several batch sizes (constant η_step and S), fit the batch law and predict
-one launch at the target (tanplan.workflow.batch_law); the privacy-parameter search at constant η and σ (TAN
-§4.3, Tables 3-4) and the dataset-size study (§4.4, Table 5). A sweep's best.json is read by
-tanplan.workflow.best.
+"""`tanplan fit`, the stage: train proxies at several batch sizes (constant η_step and S), fit the batch law and
+predict one launch at the target (tanplan.laws.batch_law), the sizes given or chosen by the proxy ladder
+within its budget (tanplan.workflow.ladder); the privacy-parameter search at constant η and σ (TAN §4.3,
+Tables 3-4) and the dataset-size study (§4.4, Table 5). fit_entry is the stage (tanplan.api.fit forwards to
+it): every input checked before any data is read, the total ε bounded before any run, the runs, the report.
 
-Every run is one call of the engine (tanplan.engine.loop.train_and_evaluate) on a config derived from the
-experiment's: a proxy is `train.proxy_batch_size = B'`, so σ' = σ·B'/B comes from the one Plan.
+The runs are proxy runs (tanplan.workflow.proxy_runs), what each mode trains is checked by
+tanplan.workflow.fit_members, and a sweep's best.json is read by tanplan.workflow.best.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tanplan.config import MAX_STEPS, Config, config_to_toml
+from tanplan.config import Config, with_tuned
 from tanplan.data.dataset import with_train_examples
-from tanplan.engine import loop
 from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
 from tanplan.fileio import write_json_atomic
-from tanplan.outcomes.fit import DataMember, FitResult, ProxyRun, StepsMember
-from tanplan.outcomes.run_summary import RunSummary
+from tanplan.laws.batch_law import forms_of, predict, verdict
+from tanplan.outcomes.fit import DataMember, FitResult, LadderSummary, ProxyRun, StepsMember
+from tanplan.outcomes.privacy_spent import Spent
 from tanplan.privacy.plan import plan_from_config, with_dataset_size
-from tanplan.reports.fit import figure_scaling
-from tanplan.workflow.batch_law import forms_of, predict, verdict
-from tanplan.workflow.proxy_devices import each_on_one_device
+from tanplan.reports.fit import figure_scaling, write_fit_report
+from tanplan.workflow import privacy_spent, total_budget, tuning
+from tanplan.workflow.best import load_best_overrides, recording
+from tanplan.workflow.fit_members import check_batch_sizes, data_members, steps_members
+from tanplan.workflow.inputs import check_inputs, check_out_dir
+from tanplan.workflow.ladder import check_ladder, run_ladder
+from tanplan.workflow.pipeline.costs import compute_lines, law_cost, planned_compute, timed
+from tanplan.workflow.proxy_runs import train_points
+
+DATA_FACTORS = [0.25, 0.5, 1.0]  # --vary data without --factors: N/4, N/2, N
 
 
-def _default_train_fn():
-    return loop.train_and_evaluate  # read when called: a test may put a fake engine there
+def fit_entry(cfg: Config, out, *, best, batch_sizes, seeds: int | None, vary: str, factors, proxy_batch_size,
+              law: str | None, log: Callable) -> FitResult:
+    """The stage of tanplan.api.fit (its docstring says what each mode does). Every input is checked before any
+    data is read, the total ε on the private set bounded before any run (private tuning data), the planned
+    compute said; then the runs, on the [tuning] data, and what they spent (privacy_spent.json)."""
+    if vary not in ("batch", "steps", "data"):
+        raise UsageError(f"vary {vary!r} is not allowed: use batch, steps or data")
+    cfg = with_tuned(cfg, load_best_overrides(best), f"--best {best}")
+    section = cfg.fit
+    sizes = batch_sizes or section.batch_sizes
+    sizes = sizes if sizes == "auto" else list(sizes)
+    seeds = seeds or section.seeds
+    factors = list(factors or (DATA_FACTORS if vary == "data" else section.factors))
+    out = Path(out)
+    proxy_b = _check_fit(cfg, out, vary, sizes, seeds, proxy_batch_size)
+    tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
+    planned = {}
+    if cfg.privacy.private and tune.data == "private":  # exit 3 before any run when over the total budget
+        planned = _planned_total(cfg, tune, vary, sizes, seeds, factors, proxy_b)
+    if vary == "batch":  # every input checked: the cost, before any of it is spent
+        for line in compute_lines(timed(planned_compute(cfg, [law_cost(cfg, sizes, seeds)]), cfg, out,
+                                        measure=False)):
+            log(line)
+    with recording(best, out, "fit --best", private=bool(planned)):  # on the private set: launch --best composes it
+        result = _train(tune.proxy_cfg, out, vary, sizes, seeds, factors, proxy_b, law or section.law, section, log)
+    spent = _report_spent(out, tune, log)
+    # and the bound on the total checked before any run (private tuning data)
+    return dataclasses.replace(result, privacy_spent=spent, tuning=tune.record(), **planned)
 
 
-def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
-                 log=print, label: str = "fit", seed_offset: int = 0) -> list[ProxyRun]:
-    """Train the proxy at each batch size with `seeds` seeds (experiment seeds seed_offset, ... above the
-    config's); one row per run."""
-    jobs = [(int(b), seed) for b in batch_sizes for seed in range(seed_offset, seed_offset + seeds)]
-    return train_runs(cfg, jobs, out, train_fn=train_fn, log=log, label=label)
-
-
-def train_runs(cfg: Config, jobs: Sequence[tuple[int, int]], out: Path | None, *, train_fn: Callable | None = None,
-               log=print, label: str = "fit") -> list[ProxyRun]:
-    """Train the proxy runs (batch size, seed offset) given, one device each and as many at once as there
-    are devices (tanplan.workflow.proxy_devices); one row per run, in the jobs' order."""
-    train_fn = train_fn or _default_train_fn()
-
-    def one(job) -> ProxyRun:
-        b, seed = job
-        run_cfg = cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": cfg.experiment.seed + seed})
-        workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
-        # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
-        # from its checkpoint: no new release, no step trained twice
-        summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
-        log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
-            f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
-        return ProxyRun(batch_size=b, seed=seed, test_accuracy=float(summary.test_accuracy),
-                        sigma=float(summary.sigma), steps=int(summary.steps), wall_seconds=float(summary.wall_seconds))
-
-    return each_on_one_device(jobs, one)
-
-
-def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
-    """The RunSummary (summary.json, read back) of a run that finished in workdir with exactly this config (its
-    config.toml, as the engine wrote it), all its planned steps taken; None otherwise (then the engine resumes
-    or starts it; a summary.json outside the schema counts as none)."""
-    if workdir is None or not (workdir / "summary.json").is_file() or not (workdir / "config.toml").is_file():
+def _check_fit(cfg: Config, out: Path, vary: str, sizes, seeds: int, proxy_batch_size: int | None) -> int | None:
+    """Every input that needs no data: the config's names and files, the folder, the tuning data, the ladder's
+    budget or the sizes; the proxy B' every member of --vary steps or data trains (None for the batch law)."""
+    check_inputs(cfg)  # before any data is read
+    check_out_dir(out)
+    tuning.check(cfg)
+    if vary == "batch" and sizes == "auto":
+        check_ladder(cfg)
+    elif vary == "batch":
+        check_batch_sizes(sizes, cfg.train.batch_size, seeds)
+    if vary == "batch":
         return None
-    try:
-        if (workdir / "config.toml").read_text(encoding="utf-8") != config_to_toml(cfg):
-            return None
-        summary = RunSummary.from_dict(json.loads((workdir / "summary.json").read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError):  # unreadable, or not a summary
-        return None
-    done = (not summary.interrupted and summary.diverged_at_step is None and summary.steps == summary.planned_steps
-            and summary.test_accuracy is not None)
-    return summary if done else None
+    if proxy_batch_size is None and sizes == "auto":
+        raise UsageError(f"--vary {vary} needs --proxy-batch-size (or explicit --batch-sizes): the proxy B' "
+                         "that every member trains")
+    return proxy_batch_size or min(sizes)
+
+
+def _planned_total(cfg: Config, tune, vary: str, sizes, seeds: int, factors, proxy_b: int | None) -> dict:
+    """The total ε the fit will release on the private set, with the launch's, checked against
+    privacy.total_epsilon (BudgetExceeded, exit 3): the fields it adds to the FitResult."""
+    n, proxies = tune.private_size, tune.proxy_cfg
+    if vary == "batch":
+        parts = ([total_budget.ladder_part(proxies, n)] if sizes == "auto" else
+                 total_budget.fit_parts(proxies, n, sizes, seeds))
+    else:
+        whole = proxies.with_overrides({"data.train_examples": 0}).data
+        available = load_data(whole).num_train if vary == "data" else n
+        parts = total_budget.vary_parts(proxies, n, vary, factors, proxy_b, seeds, available)
+    return total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
+
+
+def _train(proxies: Config, out: Path, vary: str, sizes, seeds: int, factors, proxy_b: int | None, law: str,
+           section, log) -> FitResult:
+    """The mode's runs and its files in out."""
+    if vary == "data":
+        return dataset_size_study(proxies, factors, proxy_b, seeds, out, log=log)
+    if vary == "steps":
+        return privacy_parameter_search(proxies, factors, proxy_b, seeds, out, log=log)
+    if sizes == "auto":
+        return ladder_fit(proxies.with_overrides({"fit.law": law}), out, log=log)
+    result = fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law, log=log,
+                           max_half_width=section.max_half_width / 100)
+    write_fit_report(result, out)
+    return result
+
+
+def _report_spent(out: Path, tune, log) -> Spent:
+    """privacy_spent.json of the fit's runs, and one line saying what it is the cost to."""
+    spent = privacy_spent.report(out, out, "proxy runs of this fit", tune)
+    whose = (f"the public tuning data ({tune.source}; no private example)" if tune.data == "public"
+             else "the private training set")
+    log(f"ε of its {spent.runs} runs composed: {privacy_spent.describe(spent)}: the cost to {whose} "
+        f"({out / privacy_spent.FILE})")
+    return spent
 
 
 def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
                   law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None),
                   max_half_width: float = 0.0) -> FitResult:
     """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
-    target B (tanplan.workflow.batch_law; law "auto" chooses the form by held-out error). max_half_width
+    target B (tanplan.laws.batch_law; law "auto" chooses the form by held-out error). max_half_width
     (accuracy, > 0): a wider interval is a refusal (the verdict)."""
     check_batch_sizes(batch_sizes, cfg.train.batch_size)
     started = time.perf_counter()
     rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
     return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes,
                     max_half_width=max_half_width)
-
-
-def check_batch_sizes(batch_sizes, target_batch_size: int, seeds: int | None = None, seeds_name: str = "--seeds") -> None:
-    """UsageError unless the proxies are two or more distinct sizes, none above the target (and two seeds or
-    more each: their scatter is the launch's spread)."""
-    for b in batch_sizes:
-        if b > target_batch_size:
-            raise UsageError(f"proxy batch size {b} is not allowed: must be ≤ the target batch size {target_batch_size}")
-    if len(set(batch_sizes)) < 2:
-        raise UsageError(f"--batch-sizes {','.join(map(str, batch_sizes))} is not allowed: need two or more distinct sizes")
-    if seeds is not None and seeds < 2:
-        raise UsageError(f"{seeds_name} {seeds} is not allowed for the batch law: need two or more seeds a size "
-                         "(their scatter is the launch's own spread)")
 
 
 def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
@@ -135,28 +166,26 @@ def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level
     return result
 
 
-def steps_members(target, factors, proxy_batch_size: int) -> list[tuple[float, int, int, int]]:
-    """(k, B/k, S·k², its proxy B'/k) of each member of the privacy-parameter search that fits the data and
-    the accountants' domain; UsageError when none does. Checked before the first member trains."""
-    members = []
-    for k in factors:
-        b_float, s_float = target.batch_size / k, target.steps * k * k
-        if not (math.isfinite(s_float) and s_float <= MAX_STEPS and b_float <= target.dataset_size):
-            continue  # outside the data, or the accountants' domain
-        b, s = max(1, round(b_float)), max(1, round(s_float))
-        proxy_b = max(1, round(proxy_batch_size / k))
-        if proxy_b <= b:
-            members.append((k, b, s, proxy_b))
-    if not members:
-        raise UsageError(f"--factors {','.join(f'{k:g}' for k in factors)} is not allowed: no factor k gives a member "
-                         f"with B/k ≤ N = {target.dataset_size} and S·k² ≤ {MAX_STEPS:.0e} steps")
-    return members
+def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
+               test_sizes=(None, None)) -> FitResult:
+    """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then its law's fit.json and fit.md in out.
 
-
-def data_members(target, factors, available: int) -> list[tuple[float, int]]:
-    """(k, N' = k·N) of each member of the dataset-size study with B ≤ N' ≤ the examples available."""
-    sizes = {k: target.dataset_size * k for k in factors}  # no overflow: checked as floats
-    return [(k, int(round(n))) for k, n in sizes.items() if math.isfinite(n) and target.batch_size <= round(n) <= available]
+    The fit result (fit_rows) with its `ladder`; when the ladder could not fit a law
+    within its budget, only the ladder.
+    """
+    check_ladder(cfg)
+    found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log,
+                       test_sizes=test_sizes)
+    summary = LadderSummary(found=found.found, reason=found.reason, what_to_change=found.what_to_change,
+                            spent_fraction=found.spent_fraction, window=found.window)
+    if found.prediction is None:
+        return FitResult(ladder=summary)
+    rows = [p for p in found.points if p.source == "ladder"]
+    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes,
+                      max_half_width=cfg.fit.max_half_width / 100)
+    if out is not None:
+        write_fit_report(result, out)
+    return dataclasses.replace(result, ladder=summary)
 
 
 def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
@@ -166,7 +195,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     The proxy of each member keeps the main proxy's savings B/B' (so the proxy σ is the same for all
     k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
     """
-    dataset = load_data(cfg)
+    dataset = load_data(cfg.data)
     target = plan_from_config(cfg, dataset.num_train)
     members = steps_members(target, factors, proxy_batch_size)
     rows = []
@@ -197,7 +226,7 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
     Factors above 1 need more training data than the config uses: they are skipped when absent.
     """
-    full = load_data(cfg.with_overrides({"data.train_examples": 0}))
+    full = load_data(cfg.with_overrides({"data.train_examples": 0}).data)
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
     target = plan_from_config(cfg, base_n)
     sizes = {k: base_n * k for k in factors}  # checked before the first member trains (no overflow)
@@ -227,5 +256,4 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     return result
 
 
-__all__ = ["fit_batch_law", "fit_rows", "check_batch_sizes", "train_points", "train_runs", "finished_run",
-           "steps_members", "data_members", "privacy_parameter_search", "dataset_size_study"]
+__all__ = ["fit_entry", "fit_batch_law", "fit_rows", "ladder_fit", "privacy_parameter_search", "dataset_size_study"]

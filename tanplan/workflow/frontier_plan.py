@@ -24,6 +24,21 @@ def measure_throughput(model: str) -> float:
     return float(bench_model(model).dp_samples_per_second)
 
 
+def frontier_entry(dataset_size: int, epsilon: float, *, compute: int | None, device_hours: float | None,
+                   samples_per_second: float | None, delta: float | None, model: str, min_batch_size: int,
+                   steps_factor: float, accountant: str) -> FrontierResult:
+    """The stage of tanplan.api.frontier: the command line's choices checked, then frontier_plan."""
+    if accountant not in ("rdp", "pld"):
+        raise UsageError(f"accountant {accountant!r} is not allowed: use pld or rdp")
+    if steps_factor <= 1:
+        raise UsageError(f"--steps-factor {steps_factor:g} is not allowed: must be > 1")
+    if samples_per_second is not None and device_hours is None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
+    return frontier_plan(dataset_size, epsilon, delta, compute=compute, device_hours=device_hours,
+                         samples_per_second=samples_per_second, model=model, min_batch_size=min_batch_size,
+                         factor=steps_factor, accountant=accountant)
+
+
 def frontier_plan(dataset_size: int, epsilon: float, delta: float | None = None, *, compute: int | None = None,
                   device_hours: float | None = None, samples_per_second: float | None = None,
                   model: str = "cnn1d", min_batch_size: int = 1, factor: float = 2.0,
@@ -60,4 +75,4 @@ def frontier_plan(dataset_size: int, epsilon: float, delta: float | None = None,
                           dropped=front.dropped, throughput=throughput, notes=tuple(notes))
 
 
-__all__ = ["SECONDS_PER_HOUR", "frontier_plan", "measure_throughput"]
+__all__ = ["SECONDS_PER_HOUR", "frontier_entry", "frontier_plan", "measure_throughput"]

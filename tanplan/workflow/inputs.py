@@ -17,6 +17,7 @@ from tanplan.data import dataset_kind
 from tanplan.data.cifar10 import resolve_dir
 from tanplan.data.memmap import read_meta
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 from tanplan.plugins import is_import_path
 from tanplan.workflow.sweep.space import default_space, parse_space
 
@@ -40,15 +41,15 @@ def check_inputs(cfg: Config) -> None:
     if cfg.init.path or cfg.init.loader:
         from tanplan.engine.setup import check_init  # lazy: JAX (flax reads the weights); the parsers import this module
 
-        check_init(cfg)  # the weights read and checked, and where they were trained (an audit's run refused)
+        check_init(job_of(cfg))  # the weights read and checked, and where they were trained (an audit's run refused)
     kind = dataset_kind(d.dataset, d.path or None, d.options)
     if not is_import_path(m.name):  # a plug-in is built below, with the data's input shape (its factory may need it)
         create_model(m.name, 2, width=m.width, depth=m.depth, norm_order=m.norm_order, options=m.options)  # names, sizes
     if is_import_path(m.name) or cfg.task.loss or cfg.task.metric:
         from tanplan.engine.setup import build_model, load_data  # lazy: JAX; the API (the planner's) imports this module
 
-        data = load_data(cfg)
-        build_model(cfg, data.num_classes, data.input_shape)  # per-example independence, the task's shapes
+        data = load_data(cfg.data)
+        build_model(job_of(cfg), data.num_classes, data.input_shape)  # per-example independence, the task's shapes
     reads = MODELS[m.name].inputs if m.name in MODELS else "any"
     if reads not in ("any", kind):
         takes = ", ".join(name for name, spec in MODELS.items() if spec.inputs in ("any", kind))

@@ -3,7 +3,7 @@ launch as narrowly as the proxies allow.
 
 At constant η_step and S (TAN, Sander et al. 2023) a proxy (B', σ·B'/B, S) differs from its target only
 by the sampling noise of B' gradients, so accuracy rises with B' and levels off; the law and the
-interval for one launch are tanplan.workflow.batch_law's. `[fit] batch_sizes = "auto"` (the default)
+interval for one launch are tanplan.laws.batch_law's. `[fit] batch_sizes = "auto"` (the default)
 chooses the runs:
 
 1. rungs B' = start, 2·start, 4·start, ... below the target B, each with `fit.ladder_seeds` seeds, until
@@ -41,13 +41,11 @@ from scipy import stats
 from tanplan.config import Config
 from tanplan.errors import NotLaunched, UsageError
 from tanplan.fileio import write_json_atomic
-from tanplan.outcomes.fit import (FitResult, LadderProgress, LadderResult, LadderRung, LadderStep, LadderSummary,
-                                  ProxyRun)
-from tanplan.reports.fit import write_fit_report
+from tanplan.outcomes.fit import LadderProgress, LadderResult, LadderRung, LadderStep, ProxyRun
 from tanplan.reports.ladder import write_ladder_report
-from tanplan.workflow.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
+from tanplan.laws.batch_law import (MIN_WINDOW, Prediction, Rung, forms_of, predict, rungs_of,
                                         shrunk_variances, verdict)
-from tanplan.workflow.fit import fit_rows, train_runs
+from tanplan.workflow.proxy_runs import train_runs
 
 LADDER_FILE = "ladder.json"
 
@@ -414,28 +412,6 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     return result
 
 
-def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
-               test_sizes=(None, None)) -> FitResult:
-    """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then its law's fit.json and fit.md in out.
-
-    The fit result (tanplan.workflow.fit.fit_rows) with its `ladder`; when the ladder could not fit a law
-    within its budget, only the ladder.
-    """
-    check_ladder(cfg)
-    found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log,
-                       test_sizes=test_sizes)
-    summary = LadderSummary(found=found.found, reason=found.reason, what_to_change=found.what_to_change,
-                            spent_fraction=found.spent_fraction, window=found.window)
-    if found.prediction is None:
-        return FitResult(ladder=summary)
-    rows = [p for p in found.points if p.source == "ladder"]
-    result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes,
-                      max_half_width=cfg.fit.max_half_width / 100)
-    if out is not None:
-        write_fit_report(result, out)
-    return dataclasses.replace(result, ladder=summary)
-
-
 def _prediction_line(p: Prediction) -> str:
     low, high = p.interval
     return (f"{p.law.form} law on B' = {', '.join(map(str, p.law.window))}: {p.mean:.4f} [{low:.4f}, {high:.4f}] "
@@ -513,4 +489,4 @@ def _reusable_rows(out: Path | None, basis: dict) -> dict[tuple[int, int], Proxy
 
 __all__ = ["LADDER_FILE", "REFERENCE_BATCH", "Budget", "pipeline_budget", "budget_of", "climb_seeds", "spent", "law_is_narrow", "next_step", "best_seed",
            "plateau_tested", "marginal", "precise_enough", "paying_step", "expected_half_width", "why_stopped",
-           "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_fit", "ladder_result"]
+           "LadderOutcome", "climb", "check_ladder", "run_ladder", "ladder_result"]

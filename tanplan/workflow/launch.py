@@ -11,22 +11,28 @@ releases with the launch's (`with_tuning`, tanplan.workflow.privacy_spent.totals
 from __future__ import annotations
 
 import os
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tanplan.config import Config, load_config
+from tanplan.config import Config, load_config, with_tuned
 from tanplan.engine import loop, ray_worker
 from tanplan.engine.setup import load_data
 from tanplan.errors import BudgetExceeded, UsageError
 from tanplan.fileio import write_json_atomic
+from tanplan.job import job_of
 from tanplan.outcomes.fields import fields_of
 from tanplan.outcomes.launch import LaunchAccounting, LaunchResult
 from tanplan.outcomes.privacy_spent import PlannedTotal, TuningRecord
-from tanplan.privacy.mechanism import RunPlan, resolve_plan
+from tanplan.privacy import init_provenance
+from tanplan.privacy.run_plan import RunPlan
+from tanplan.ray_session import check_address
+from tanplan.runtime import driver_on_cpu
 from tanplan.workflow import total_budget
-from tanplan.workflow.best import folders_of
+from tanplan.workflow.best import folders_of, load_best_overrides, recorded_releases
+from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume
 from tanplan.workflow.privacy_spent import ledgers_under, totals
 from tanplan.workflow.tuning import from_record
 
@@ -70,23 +76,34 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
         raise UsageError(f"privacy.noise_seed = {cfg.privacy.noise_seed} is not allowed in a launch: its noise would be "
                          "reproducible from the config, so the launch would not be private; remove it, or pass "
                          "--allow-public-noise (tests only)")
-    accounting = None
+    accounting, job = None, job_of(cfg)
     if cfg.privacy.private:
-        dataset = load_data(cfg)
-        run = resolve_plan(cfg, dataset.num_train)
+        dataset = load_data(cfg.data)
+        job = job_of(cfg, dataset.num_train)  # the RunPlan resolved once, here: the engine trains this job
+        run = job.plan
         accounting = check_launch_budget(run, cfg.privacy.epsilon)
+        # with the releases its [init] inherited: exit 3 before a Ray driver creates --out (a local run checks too)
+        init_provenance.check_total(init_provenance.read(cfg), run, cfg)
         if before_training is not None:  # a last check of the caller's (nothing is written before it)
             before_training(run)
     if train_fn is not None:
         summary = train_fn(cfg, out, progress=progress)
     elif backend == "ray":
-        summary = ray_worker.launch_on_ray(cfg, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker,
+        summary = ray_worker.launch_on_ray(job, out, num_workers=num_workers, gpus_per_worker=gpus_per_worker,
                                            address=address, resume=resume, progress=progress)
     else:
-        summary = loop.train_and_evaluate(cfg, out, resume=resume, progress=progress)
-    result = LaunchResult(summary=summary, accounting=accounting, wall_seconds=time.perf_counter() - started)
+        summary = loop.train_and_evaluate(job, out, resume=resume, progress=progress)
+    result = LaunchResult(summary=summary, accounting=accounting, wall_seconds=time.perf_counter() - started,
+                          epsilon=summary.epsilon if _composes_init(summary) else None)
     write_json_atomic(out / "launch.json", result.record())
     return result
+
+
+def _composes_init(summary) -> bool:
+    """Whether the launch's ε of record composes releases its [init] inherited (then `epsilon`, the guarantee,
+    is that composition, and `accounting` the launch's own mechanism, checked against privacy.epsilon)."""
+    provenance = summary.init.provenance if summary.init is not None else None
+    return bool(provenance and provenance.get("composed_releases"))
 
 
 def tuning_of_best(best: Mapping | None, best_path: Path,
@@ -185,7 +202,44 @@ def with_tuning(result: LaunchResult, out: Path, record: TuningRecord, trials: P
     when they trained on it), written back to out/launch.json."""
     total = totals(Path(out), folders_of(trials), record)  # trials: the sweep's folder, or every folder composed
     # the guarantee for the private examples: the total when the proxies trained on them, else the launch's
-    epsilon = total.epsilon_total if record.tuning_data == "private" else result.accounting.epsilon
+    epsilon = total.epsilon_total if record.tuning_data == "private" else (result.epsilon or result.accounting.epsilon)
     result = replace(result, **fields_of(total), epsilon=epsilon)
     write_json_atomic(Path(out) / "launch.json", result.record())
     return result
+
+
+def launch_entry(cfg: Config, out, *, best, resume: bool, backend: str, num_workers: int, gpus_per_worker: int,
+                 address: str | None, allow_public_noise: bool, progress: bool) -> LaunchResult:
+    """The stage of tanplan.api.launch: every input (best.json and its tuning runs, the backend, the address,
+    the folder) checked before any data is read; before any step, the ledgers of best.json's runs usable and
+    the total ε within privacy.total_epsilon; then launch(), composed with the tuning runs (private tuning)."""
+    cfg = with_tuned(cfg, load_best_overrides(best), f"--best {best}")
+    if backend not in ("local", "ray"):
+        raise UsageError(f"backend {backend!r} is not allowed: use local or ray")
+    if backend == "local" and (num_workers != 1 or gpus_per_worker or address):
+        raise UsageError("--num-workers, --gpus-per-worker and --address are not allowed with --backend local: "
+                         "use --backend ray")
+    check_address(address)  # malformed or unreachable: before any data is read
+    if backend == "ray":
+        driver_on_cpu()  # the workers own the accelerators: the driver's model check stays on the CPU
+    check_inputs(cfg)
+    check_out_dir(out)
+    check_resume(out, resume)
+    record = trials = note = None
+    folders, recorded = [], recorded_releases(best) if best else None  # the registry beside best.json, checked
+    if best:  # where the sweep's proxies trained (recomputed from its runs): composed with the launch if private
+        record, trials, note = tuning_of_best(json.loads(Path(best).read_text(encoding="utf-8")), best, cfg)
+        record, folders, note = recorded.tuning(record, trials, note)  # and every release recorded for best.json
+
+    def check(run):  # before any step: the ledgers usable, the total within privacy.total_epsilon
+        if trials is not None:
+            check_tuning_runs(trials, run)
+        recorded.check(run)
+        check_total(cfg, run, folders)
+
+    result = launch(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
+                    gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
+                    before_training=check if best else None)
+    if record is not None and result.accounting:
+        result = with_tuning(result, Path(out), record, folders)
+    return replace(result, tuning_note=note)

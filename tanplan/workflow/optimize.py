@@ -4,14 +4,14 @@
    config's own S (S_ref), σ calibrated to privacy.epsilon with the accountant of record (privacy.accountant).
 2. A few candidates (those nearest S_ref, [optimize] candidates, spaced by steps_factor) are simulated
    by their constant-η_step proxies (B', σ·B'/B, S), with [optimize] seeds seeds each, through the engine
-   (tanplan.workflow.fit.train_points), on the tuning data ([tuning]: public data of the same task by
+   (tanplan.workflow.proxy_runs.train_points), on the tuning data ([tuning]: public data of the same task by
    default, tanplan.workflow.tuning). B' = B/savings, one factor for all as in TAN's privacy-parameter
    search (Table 3), but never below min_proxy_batch_size: below the batch law's knee a proxy is held
    back, or helped, by sampling noise its target does not have, by an amount that changes along the
    frontier (mnist1d at ε = 0.7, S = 1200, B = 1024: proxies at B' = 32 reached 79% against 73% at full
    scale; at B' = 64-256, 74-76%). A candidate whose batch is under MIN_SAVINGS × that floor is left off:
    its proxy would cost nearly a launch.
-3. Accuracy against ln S is fitted (tanplan.workflow.frontier_law.widest_fit) over the widest run of simulated S
+3. Accuracy against ln S is fitted (tanplan.laws.frontier_law.widest_fit) over the widest run of simulated S
    on which the law passes its lack-of-fit and equal-variance tests, and predicted on the whole grid;
    when the best candidate sits at an end of the simulated range, the next frontier candidate beyond it
    is simulated too ([optimize] extend times at most). The recommendation is the best predicted
@@ -50,12 +50,14 @@ from tanplan.outcomes.fields import fields_of
 from tanplan.outcomes.optimize import Comparison, FrontierRow, LaunchOutcome, LawRange, OptimizeResult, Settings
 from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
 from tanplan.privacy.frontier import Candidate, Frontier, anchor_steps, frontier
-from tanplan.privacy.mechanism import resolve_plan, uses_snip
+from tanplan.privacy.run_plan import resolve_plan, uses_snip
 from tanplan.privacy.plan import check_delta_below_one_over_n, default_delta
 from tanplan.reports.optimize import write_optimize_report
 from tanplan.workflow import privacy_spent, total_budget, tuning
-from tanplan.workflow.fit import train_points
-from tanplan.workflow.frontier_law import FrontierLaw, law_fit, widest_fit
+from tanplan.workflow.best import load_best_overrides
+from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR
+from tanplan.workflow.proxy_runs import train_points
+from tanplan.laws.frontier_law import FrontierLaw, law_fit, widest_fit
 from tanplan.workflow.launch import launch
 from tanplan.workflow.pipeline.costs import compute_lines, timed
 
@@ -184,6 +186,23 @@ def planned_compute(cfg: Config, front: Frontier, window: list[Candidate], compu
 # The stage
 
 
+def optimize_entry(cfg: Config, out, *, best, compute: int | None, device_hours: float | None,
+                   samples_per_second: float | None, launch: bool, log, progress: bool, source: str) -> OptimizeResult:
+    """The stage of tanplan.api.optimize: best.json's configuration, the compute budget (C, or device hours
+    × 3600 × samples per second) checked, then optimize()."""
+    cfg = cfg.with_overrides(load_best_overrides(best))
+    if device_hours is not None:
+        if compute is not None:
+            raise UsageError("give one compute budget: --compute or --device-hours")
+        if samples_per_second is None:
+            raise UsageError("--device-hours needs --samples-per-second (the DP samples/s of `tanplan bench`)")
+        compute = int(device_hours * SECONDS_PER_HOUR * samples_per_second)
+    elif samples_per_second is not None:
+        raise UsageError("--samples-per-second is not allowed without --device-hours")
+    return optimize(cfg, Path(out) if out is not None else None, compute=compute, launch_best=launch, log=log,
+                    progress=progress, source=source)
+
+
 def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launch_best: bool = False,
              train_fn: Callable | None = None, log=print, progress: bool = True, source: str = "") -> OptimizeResult:
     """Simulate frontier candidates by proxies, fit accuracy against ln S, recommend one (B, S, σ).
@@ -197,7 +216,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     check_optimize_config(cfg)
     compute = compute or opt.compute or cfg.train.batch_size * cfg.train.steps
     check_run_inputs(compute, out, launch_best, opt.min_proxy_batch_size)
-    private = load_data(cfg)
+    private = load_data(cfg.data)
     n = private.num_train
     if cfg.privacy.delta:
         check_delta_below_one_over_n(cfg.privacy.delta, n, cfg.privacy.allow_large_delta)
@@ -282,7 +301,7 @@ class Simulation:
             raise RuntimeError(f"the engine's σ {planned.sigma} differs from the frontier's {c.sigma} at S={c.steps}")
         # The candidate's proxies learn on the tuning data ([tuning]: public by default) at its η_step.
         tune = tuning.resolve(run_cfg, planned.plan, private=None if self.loaded else self.private,
-                              load=lambda c_: self.loaded.setdefault(repr(c_.data), load_data(c_)))
+                              load=lambda c_: self.loaded.setdefault(repr(c_.data), load_data(c_.data)))
         self.tunings.append(tune)
         try:
             runs = train_points(tune.proxy_cfg, [proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size)],
@@ -417,4 +436,4 @@ def _write(result: OptimizeResult, out: Path) -> None:
     write_optimize_report(result, out)
 
 
-__all__ = ["optimize", "launch_recommendation", "candidate_overrides", "check_optimize_config", "rescaled"]
+__all__ = ["optimize_entry", "optimize", "launch_recommendation", "candidate_overrides", "check_optimize_config", "rescaled"]

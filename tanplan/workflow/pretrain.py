@@ -12,9 +12,25 @@ experiment.seed's draw and trains every parameter, with no noise)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tanplan.config import Config
+from tanplan.engine.setup import load_data
 from tanplan.errors import UsageError
+from tanplan.outcomes.run_summary import RunSummary
 from tanplan.workflow import tuning
+from tanplan.workflow.inputs import check_inputs, check_out_dir
+from tanplan.workflow.train_run import train_config
+
+
+def pretrain_entry(cfg: Config, out, *, progress: bool) -> RunSummary:
+    """The stage of tanplan.api.pretrain: no public data is refused before anything is read, the public set
+    checked against the private one (check_public), then the non-private run into out."""
+    public_cfg = pretrain_config(cfg)  # no public data: refused before anything is read
+    check_inputs(public_cfg)
+    check_out_dir(out)
+    check_public(cfg, lambda c: load_data(c.data))
+    return train_config(public_cfg, Path(out) if out is not None else None, progress=progress)
 
 
 def pretrain_config(cfg: Config) -> Config:

@@ -41,8 +41,9 @@ from tanplan.outcomes.privacy_spent import PlannedTotal
 from tanplan.privacy import accounting, init_provenance
 from tanplan.privacy.accounting import dp_sgd_event
 from tanplan.privacy.ledger import inherited_events_of
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.privacy.plan import default_delta, plan_from_config
+from tanplan.workflow.fit_members import data_members, steps_members
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,8 +181,7 @@ def vary_parts(proxies: Config, dataset_size: int, vary: str, factors, proxy_bat
                available: int | None = None) -> list[Planned]:
     """`fit --vary steps` (members (B/k, S·k²) at σ, each by its proxy B'/k) or `--vary data` (members on
     N' = k·N examples at (B, σ, S), each by its proxy B'), `seeds` runs a member: the members of
-    tanplan.workflow.fit.steps_members / data_members."""
-    from tanplan.workflow.fit import data_members, steps_members  # lazy: JAX (the engine); the API imports this module
+    tanplan.workflow.fit_members.steps_members / data_members."""
     target = plan_from_config(proxies, dataset_size)
     events: tuple = ()
     if vary == "steps":
@@ -219,7 +219,7 @@ def ladder_counts(budget) -> dict[int, int]:
 
 def ladder_part(proxies: Config, dataset_size: int, spent_before: float = 0.0) -> Planned:
     """The ladder's runs, at most (ladder_counts of its budget after spent_before, the sweep's Σ B')."""
-    from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through fit); the API imports this module
+    from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through proxy_runs); JAX-free callers
     counts = ladder_counts(budget_of(proxies, spent_before))
     events: tuple = ()
     for b, n in counts.items():

@@ -41,7 +41,7 @@ from tanplan.data.source import read_rows
 from tanplan.errors import UsageError
 from tanplan.plugins import is_import_path
 from tanplan.outcomes.privacy_spent import TuningRecord
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 
 PUBLIC_SEED_OFFSET = 1
 
@@ -198,7 +198,9 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
     if cfg.tuning.data == "private":
         return Tuning("private", f"the private training set ({n} examples)", cfg, n, n, proxy_data=private)
     if load is None:
-        from tanplan.engine.setup import load_data as load  # lazy: JAX; the API (the planner's) imports this module
+        from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
+
+        load = lambda c: load_data(c.data)  # noqa: E731
     public_cfg = cfg.with_overrides(public_data(cfg))
     public = load(public_cfg)
     if private is not None:
@@ -241,7 +243,7 @@ def for_config(cfg: Config, private=None) -> Tuning:
     from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
 
     check(cfg)
-    private = private if private is not None else load_data(cfg)
+    private = private if private is not None else load_data(cfg.data)
     check_steps(cfg, private.num_train)
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
     if not run.private:

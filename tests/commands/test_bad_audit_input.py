@@ -159,6 +159,9 @@ CASES = [
     (["train", *TINY, "--out", "{audit_old}"], HOLDS_AUDIT, True),
     (["launch", *TINY, "--out", "{audit_killed}"], HOLDS_AUDIT, True),
     (["train", *TINY, "--out", "{audit_done}"], "it holds an audit's outputs (audit.json)", True),
+    # a workflow's folder is never an audit's: `run` checks before its stages (its runs go into subfolders)
+    (["run", *TINY, "--out", "{audit_killed}"], HOLDS_AUDIT, False),
+    (["run", *TINY, "--out", "{audit_done}"], "it holds an audit's outputs (audit.json)", False),
     # a resume over a damaged secret or checkpoint
     *[(["train", *TINY, "--resume", "--out", f"{{secret_{name}}}"], "is unreadable", True)
       for name in ("garbage", "empty", "a_list", "null", "letters", "bad_binding", "binary")],

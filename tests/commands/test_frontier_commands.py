@@ -83,9 +83,9 @@ def test_plan_compute_loads_no_jax():
 
 
 def test_optimize_json_recommends_a_candidate_of_the_frontier(capsys, tmp_path, monkeypatch):
-    import tanplan.workflow.fit as fit_stage
+    import tanplan.workflow.proxy_runs as proxy_runs
 
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: fake_train(lambda run: 0.8, noise=0.01, of_run=True))
+    monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: fake_train(lambda run: 0.8, noise=0.01, of_run=True))
     sets = sum([["--set", s] for s in SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4"]], [])
     code, out, _ = run_cli(capsys, "optimize", "--config", CONFIG, *sets, "--out", str(tmp_path / "o"), "--json")
     assert code == 0
@@ -111,10 +111,10 @@ def test_optimize_json_recommends_a_candidate_of_the_frontier(capsys, tmp_path, 
     (["--set", "privacy.sigma=3"], "privacy.sigma = 3 is not allowed"),
 ])
 def test_optimize_bad_input_is_one_line_and_exit_2_before_training(capsys, tmp_path, monkeypatch, argv, fragment):
-    import tanplan.workflow.fit as fit_stage
+    import tanplan.workflow.proxy_runs as proxy_runs
 
     train_fn = fake_train(of_run=True)
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: train_fn)
     code, out, err = run_cli(capsys, "optimize", "--config", CONFIG, "--out", str(tmp_path / "o"), *argv)
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("tanplan: error:") and fragment in err

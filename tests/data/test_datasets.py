@@ -247,13 +247,13 @@ def test_train_examples_keeps_the_first_n_and_the_whole_test_set():
     from tanplan.config import load_config
     from tanplan.engine.setup import load_data
 
-    full = load_data(load_config(None, ["data.num_samples=200"]))
-    cut = load_data(load_config(None, ["data.num_samples=200", "data.train_examples=50"]))
+    full = load_data(load_config(None, ["data.num_samples=200"]).data)
+    cut = load_data(load_config(None, ["data.num_samples=200", "data.train_examples=50"]).data)
     assert cut.num_train == 50 and cut.num_test == full.num_test
     np.testing.assert_array_equal(cut.x_train, full.x_train[:50])
     np.testing.assert_array_equal(cut.y_test, full.y_test)
     with pytest.raises(UsageError, match="train_examples = 161"):
-        load_data(load_config(None, ["data.num_samples=200", "data.train_examples=161"]))
+        load_data(load_config(None, ["data.num_samples=200", "data.train_examples=161"]).data)
 
 
 # ------------------------------------------------------------------------------------------ hostile CIFAR-10 files

@@ -15,6 +15,7 @@ from tanplan.data import load_dataset
 from tanplan.data.source import read_rows
 from tanplan.dp import sampling, sharding
 from tanplan.engine.batches import StepBatches, device_inputs
+from tanplan.job import job_of
 
 SHAPE = (6, 6, 3)
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
@@ -86,7 +87,7 @@ def test_a_run_on_uint8_pixels_trains_the_parameters_of_a_run_on_their_float32_i
                                  "model.depth=1", "train.batch_size=16", "train.steps=3", "train.eval_every=3",
                                  "privacy.sigma=1.0", "privacy.epsilon=1000", "privacy.noise_seed=3",
                                  "train.learning_rate=0.5", "tuning.data=private"])
-        summary = train_and_evaluate(cfg, tmp_path / folder.name, progress=False)
+        summary = train_and_evaluate(job_of(cfg), tmp_path / folder.name, progress=False)
         assert summary.steps == 3
         params.append(saved_params(tmp_path / folder.name))
     for a, b in zip(*params, strict=True):  # same batches and noise (seeded); inputs equal within rounding

@@ -14,6 +14,7 @@ from tanplan.data.cifar10 import MEAN, STD, load_cifar10
 from tanplan.data.dataset import with_train_examples
 from tanplan.data.source import ArraySource, describe, read_rows
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 
 
 class Recording:
@@ -174,7 +175,7 @@ def test_a_memmap_folder_trains_through_the_loop(tmp_path):
                              "model.depth=1", "train.batch_size=4", "train.steps=2", "train.eval_every=2",
                              "privacy.sigma=1.0", "privacy.epsilon=1000", "train.grad_method=vmap",
                              "tuning.data=private"])
-    summary = train_and_evaluate(cfg, tmp_path / "run", progress=False)
+    summary = train_and_evaluate(job_of(cfg), tmp_path / "run", progress=False)
     assert summary.steps == 2 and summary.dataset_size == 10 and summary.test_accuracy is not None
     card = json.loads((tmp_path / "run" / "model" / "model.json").read_text())
     assert card["input_shape"] == [32, 32, 3] and card["num_classes"] == 10

@@ -10,7 +10,7 @@ import pytest
 from tanplan.dp import canaries, mechanism, sampling
 from tanplan.dp.secret import BATCH, RunSecret
 from tanplan.privacy import accounting
-from tanplan.privacy.mechanism import RunPlan
+from tanplan.privacy.run_plan import RunPlan
 
 PLAN = RunPlan(dataset_size=1000, batch_size=100, steps=50, sigma=2.0, delta=1e-5, clip_norm=1.5)
 PARAMS = {"w": jnp.zeros(4000)}

@@ -81,7 +81,8 @@ print("VMAP-SHARDED-OK")
 
 
 def test_vmap_route_on_two_devices_sums_what_one_device_sums_and_keeps_sensitivity_c(tmp_path):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+    flags = os.environ.get("XLA_FLAGS", "")  # the session's own (tests/conftest.py), two host devices added
+    env = dict(os.environ, XLA_FLAGS=f"{flags} --xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
                PYTHONPATH=str(ROOT), TANPLAN_NO_JAX_CACHE="1")
     result = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300,
                             cwd=tmp_path)

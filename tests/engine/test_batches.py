@@ -14,6 +14,7 @@ from tanplan.config import load_config
 from tanplan.data.source import ArraySource
 from tanplan.dp import sampling, sharding
 from tanplan.engine.batches import StepBatches
+from tanplan.job import job_of
 
 ROWS = 10**7
 
@@ -97,7 +98,7 @@ def test_ten_million_rows_on_demand_train_twenty_steps_reading_only_each_batch(m
                              "model.depth=1", "train.batch_size=64", "train.steps=20", "train.eval_every=20",
                              "train.physical_batch_size=128", "train.eval_batch_size=128", "privacy.sigma=1.0", "train.grad_method=vmap",
                              "privacy.epsilon=100", "privacy.noise_seed=5", "train.learning_rate=0.5"])
-    summary = train_and_evaluate(cfg, None, progress=False)
+    summary = train_and_evaluate(job_of(cfg), None, progress=False)
     reads = SOURCES["train"].reads
     assert summary.steps == 20 and summary.dataset_size == ROWS and 0 <= summary.test_accuracy <= 1
     # one read per step, none past the last (the prefetch stops there), each exactly that step's Poisson batch

@@ -16,6 +16,7 @@ from tanplan.config import load_config
 from tanplan.engine import tracking
 from tanplan.engine.epsilon_ticker import EpsilonTicker, round_up
 from tanplan.engine.loop import STEP_DELAY_ENV, train_and_evaluate
+from tanplan.job import job_of
 from tanplan.privacy import accounting
 from tanplan.privacy.ledger import Ledger
 
@@ -82,7 +83,7 @@ def test_under_replace_one_every_epsilon_the_run_shows_is_at_least_the_one_of_re
     cfg = load_config(None, tiny_overrides(tiny_npz, "privacy.neighbouring=replace_one"))
     out, stderr = tmp_path / "run", io.StringIO()
     with contextlib.redirect_stderr(stderr):
-        summary = train_and_evaluate(cfg, out, progress=True)
+        summary = train_and_evaluate(job_of(cfg), out, progress=True)
     saved = json.loads((out / "ledger.json").read_text())
     q, steps = summary.batch_size / summary.dataset_size, summary.steps
 

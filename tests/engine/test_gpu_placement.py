@@ -36,7 +36,7 @@ def test_each_ray_worker_uses_the_gpu_ray_assigned_to_it(monkeypatch):
     monkeypatch.setattr(ray.train, "get_context", lambda: types.SimpleNamespace(
         get_world_rank=lambda: 1, get_world_size=lambda: 2))
     monkeypatch.setattr(ray, "get_gpu_ids", lambda: ["3"])
-    monkeypatch.setattr(ray_worker, "config_from_dict", lambda d: d)
+    monkeypatch.setattr(ray_worker.RunJob, "from_record", lambda d: d)
     monkeypatch.setattr(ray_worker, "train_and_evaluate",
                         lambda *a, **k: seen.append(os.environ["CUDA_VISIBLE_DEVICES"]))
     ray_worker._train_loop_per_worker({"gpus_per_worker": 1, "cfg": {}, "out": "x", "progress": False})
@@ -54,6 +54,7 @@ _DRIVER = textwrap.dedent("""
     from tanplan import api
     from tanplan.config import load_config
     from tanplan.engine import ray_worker, setup
+    from tanplan.job import job_of
     from tanplan.workflow import inputs
 
     class Seen(Exception):
@@ -66,7 +67,7 @@ _DRIVER = textwrap.dedent("""
     seen = {}
     setup.prepare = spy
     try:
-        ray_worker.launch_on_ray(cfg, sys.argv[2] + "/a", num_workers=2, gpus_per_worker=1)
+        ray_worker.launch_on_ray(job_of(cfg), sys.argv[2] + "/a", num_workers=2, gpus_per_worker=1)
     except Seen as s:
         seen["launch_on_ray"] = s.args[0]
     inputs.check_inputs = api.check_inputs = spy

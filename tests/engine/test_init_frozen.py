@@ -16,6 +16,7 @@ from tanplan.engine.loop import train_and_evaluate
 from tanplan.engine.release import load_params
 from tanplan.engine.run_identity import run_identity
 from tanplan.engine.setup import prepare
+from tanplan.job import job_of
 from tanplan.models.init import digest_of
 from tanplan.outcomes.run_summary import RunSummary
 
@@ -24,7 +25,7 @@ from tanplan.outcomes.run_summary import RunSummary
 def pretrained(tiny_npz, tmp_path_factory):
     """A released model: the run folder a fine-tuning run starts from."""
     out = tmp_path_factory.mktemp("pre") / "run"
-    train_and_evaluate(load_config(None, tiny_overrides(tiny_npz)), out, progress=False)
+    train_and_evaluate(job_of(load_config(None, tiny_overrides(tiny_npz))), out, progress=False)
     return out
 
 
@@ -32,7 +33,7 @@ def test_fine_tuning_from_a_run_folder_with_the_first_layer_frozen(tiny_npz, pre
     # the run folder trained privately on the same data: its release composes (issue 44), within this budget
     cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"', 'init.frozen=["Dense_0"]',
                                            "privacy.total_epsilon=20"))
-    summary = train_and_evaluate(cfg, tmp_path / "ft", progress=False)
+    summary = train_and_evaluate(job_of(cfg), tmp_path / "ft", progress=False)
     before, after = load_params(pretrained / "model"), load_params(tmp_path / "ft" / "model")
     assert set(before) == set(after) == {"Dense_0/kernel", "Dense_0/bias", "Dense_1/kernel", "Dense_1/bias"}
     for key in before:
@@ -55,10 +56,10 @@ def test_fine_tuning_from_a_run_folder_with_the_first_layer_frozen(tiny_npz, pre
 
 def test_the_init_digest_binds_the_run_identity(tiny_npz, pretrained):
     cfg = load_config(None, tiny_overrides(tiny_npz, f'init.path="{pretrained}"', "privacy.total_epsilon=20"))
-    p = prepare(cfg)
-    ident = run_identity(cfg, p.plan, p.dataset, p.params, p.init.digest)
+    p = prepare(job_of(cfg))
+    ident = run_identity(job_of(cfg), p.plan, p.dataset, p.params, p.init.digest)
     assert ident["init.digest"] == p.init.digest
-    assert run_identity(cfg, p.plan, p.dataset, p.params, "0" * 32) != ident
+    assert run_identity(job_of(cfg), p.plan, p.dataset, p.params, "0" * 32) != ident
 
 
 def test_a_shape_mismatch_is_one_line_and_nothing_is_written(tiny_npz, pretrained, tmp_path, capsys):

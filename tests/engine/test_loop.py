@@ -19,6 +19,7 @@ from tanplan.engine.release import load_params
 from tanplan.outcomes.run_summary import FIELDS
 from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
 from tanplan.fileio import exclusive
+from tanplan.job import job_of
 from tanplan.privacy import accounting
 
 
@@ -30,7 +31,7 @@ def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path)
     cfg = _cfg(tiny_npz, "train.grad_method=ghost", "train.checkpoint_every=3")
     seen = []
     out = tmp_path / "a"
-    first = train_and_evaluate(cfg, out, progress=False, on_eval=lambda s, m: seen.append((s, m)))
+    first = train_and_evaluate(job_of(cfg), out, progress=False, on_eval=lambda s, m: seen.append((s, m)))
     assert set(first.to_dict()) == set(FIELDS)  # one schema
     assert first.steps == 6 and first.batch_size == 32 and first.delta == pytest.approx(240 ** -1.1)
     assert first.accountant == "pld" and first.neighbouring == "add_remove"
@@ -66,10 +67,10 @@ def test_train_writes_its_files_and_keeps_the_secret_private(tiny_npz, tmp_path)
 
 def test_two_runs_differ_unless_noise_seed_makes_them_reproducible(tiny_npz, tmp_path, capsys):
     cfg = _cfg(tiny_npz)
-    a, b = (train_and_evaluate(cfg, tmp_path / n, progress=False) for n in ("a", "b"))
+    a, b = (train_and_evaluate(job_of(cfg), tmp_path / n, progress=False) for n in ("a", "b"))
     assert a.params_checksum != b.params_checksum  # a fresh secret per run
     seeded = cfg.with_overrides({"privacy.noise_seed": 7})
-    c, d = (train_and_evaluate(seeded, tmp_path / n, progress=False) for n in ("c", "d"))
+    c, d = (train_and_evaluate(job_of(seeded), tmp_path / n, progress=False) for n in ("c", "d"))
     assert c.params_checksum == d.params_checksum and c.noise_secret is False
     assert "NOT private" in capsys.readouterr().err
 
@@ -95,21 +96,21 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_result(tiny_npz, tmp_path):
     cfg = _cfg(tiny_npz, "train.eval_every=1", "train.checkpoint_every=4", "train.ema_decay=0.9")
     out, ref = tmp_path / "run", tmp_path / "ref"
     with pytest.raises(RunInterrupted) as err:
-        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(2))
+        train_and_evaluate(job_of(cfg), out, progress=False, on_eval=_interrupt_at(2))
     assert err.value.exit_code == 128 + signal.SIGTERM and checkpoint_steps(out) == [2]
     with pytest.raises(UsageError, match="pass --resume"):
-        train_and_evaluate(cfg, out, progress=False)
+        train_and_evaluate(job_of(cfg), out, progress=False)
     # The reference runs uninterrupted with the same secret (copied; the same run, so its resume takes it):
     # its result is the one to reach.
     (ref / "checkpoint").mkdir(parents=True)
     shutil.copy(out / "checkpoint" / "run_secret.json", ref / "checkpoint" / "run_secret.json")
-    reference = train_and_evaluate(cfg, ref, progress=False, resume=True)
-    resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
+    reference = train_and_evaluate(job_of(cfg), ref, progress=False, resume=True)
+    resumed = train_and_evaluate(job_of(cfg), out, progress=False, resume=True)
     assert resumed.params_checksum == reference.params_checksum
     assert resumed.resumed_from_step == 2 and resumed.steps == 6 and resumed.steps_this_run == 4
     assert resumed.epsilon_rdp == pytest.approx(reference.epsilon_rdp, rel=1e-12)
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
-    again = train_and_evaluate(cfg, out, progress=False, resume=True)  # finished: no step, same result
+    again = train_and_evaluate(job_of(cfg), out, progress=False, resume=True)  # finished: no step, same result
     assert again.steps_this_run == 0 and again.params_checksum == reference.params_checksum
 
 
@@ -117,16 +118,16 @@ def test_a_stopped_run_without_a_folder_says_nothing_was_saved(tiny_npz):
     # api.train(out=None) stopped by SIGTERM: the stop is a RunInterrupted naming no checkpoint, not a TypeError.
     cfg = _cfg(tiny_npz, "train.eval_every=1")
     with pytest.raises(RunInterrupted, match="nothing was saved") as err:
-        train_and_evaluate(cfg, None, progress=False, on_eval=_interrupt_at(2))
+        train_and_evaluate(job_of(cfg), None, progress=False, on_eval=_interrupt_at(2))
     assert err.value.exit_code == 128 + signal.SIGTERM
 
 
 def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, tmp_path, capsys):
     cfg = _cfg(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2", "privacy.noise_seed=3")
-    reference = train_and_evaluate(cfg, tmp_path / "ref", progress=False)
+    reference = train_and_evaluate(job_of(cfg), tmp_path / "ref", progress=False)
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted):
-        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(4))
+        train_and_evaluate(job_of(cfg), out, progress=False, on_eval=_interrupt_at(4))
     assert checkpoint_steps(out) == [2, 4]
     for path in (out / "checkpoint" / "4").rglob("*"):  # garble every file of the newest checkpoint
         if path.is_file():
@@ -136,7 +137,7 @@ def test_resume_skips_a_damaged_checkpoint_and_a_partial_metrics_line(tiny_npz, 
     (out / "checkpoint" / "6.orbax-checkpoint-tmp-123").mkdir()  # a save killed mid-way
     garbled = {p.relative_to(out / "checkpoint" / "4"): p.read_bytes()
                for p in (out / "checkpoint" / "4").rglob("*") if p.is_file()}
-    resumed = train_and_evaluate(cfg, out, progress=False, resume=True)
+    resumed = train_and_evaluate(job_of(cfg), out, progress=False, resume=True)
     assert "checkpoint of step 4" in capsys.readouterr().err
     assert resumed.params_checksum == reference.params_checksum and resumed.resumed_from_step == 2
     assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
@@ -152,7 +153,7 @@ def test_resume_with_every_checkpoint_damaged_is_one_line_exit_2_and_keeps_every
     overrides = tiny_overrides(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2")
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted):
-        train_and_evaluate(load_config(None, overrides), out, progress=False, on_eval=_interrupt_at(4))
+        train_and_evaluate(job_of(load_config(None, overrides)), out, progress=False, on_eval=_interrupt_at(4))
     assert checkpoint_steps(out) == [2, 4]
     ckpt = out / "checkpoint"
     for path in (ckpt / "4").rglob("*"):  # step 4: its saved state garbled
@@ -173,17 +174,17 @@ def test_a_refused_resume_changes_no_file(tiny_npz, tmp_path):
     cfg = _cfg(tiny_npz, "train.eval_every=2", "train.checkpoint_every=2")
     out = tmp_path / "run"
     with pytest.raises(RunInterrupted):
-        train_and_evaluate(cfg, out, progress=False, on_eval=_interrupt_at(4))
+        train_and_evaluate(job_of(cfg), out, progress=False, on_eval=_interrupt_at(4))
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     with pytest.raises(UsageError, match="started with another train.learning_rate"):
-        train_and_evaluate(cfg.with_overrides({"train.learning_rate": 0.5}), out, progress=False, resume=True)
+        train_and_evaluate(job_of(cfg.with_overrides({"train.learning_rate": 0.5})), out, progress=False, resume=True)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_one_run_per_folder_at_a_time(tiny_npz, tmp_path):
     with exclusive(tmp_path / "busy", "run"):
         with pytest.raises(UsageError, match="another tanplan run is running"):
-            train_and_evaluate(_cfg(tiny_npz), tmp_path / "busy", progress=False)
+            train_and_evaluate(job_of(_cfg(tiny_npz)), tmp_path / "busy", progress=False)
 
 
 @pytest.mark.parametrize("override, words", [
@@ -203,7 +204,7 @@ def test_bad_input_is_one_line_and_exit_2(tiny_npz, override, words, capsys):
 def test_missing_cifar_directory_is_usage_error(tmp_path):
     cfg = load_config(None, ["data.dataset=cifar10", f'data.path="{tmp_path / "nope"}"'])
     with pytest.raises(UsageError):
-        train_and_evaluate(cfg, None, progress=False)
+        train_and_evaluate(job_of(cfg), None, progress=False)
 
 
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_exits_1(tiny_npz, tmp_path, capsys):
@@ -212,7 +213,7 @@ def test_nan_loss_stops_keeps_last_good_checkpoint_and_exits_1(tiny_npz, tmp_pat
                                "train.checkpoint_every=1", "train.steps=20", "train.grad_method=vmap")
     cfg = load_config(None, overrides)
     with pytest.raises(TrainingDiverged, match="diverged"):
-        train_and_evaluate(cfg, tmp_path / "nan", progress=False)
+        train_and_evaluate(job_of(cfg), tmp_path / "nan", progress=False)
     summary = json.loads((tmp_path / "nan" / "summary.json").read_text())
     assert summary["diverged_at_step"] is not None and summary["model"] is None
     assert max(checkpoint_steps(tmp_path / "nan")) < summary["diverged_at_step"]
@@ -223,7 +224,7 @@ def test_nan_loss_stops_keeps_last_good_checkpoint_and_exits_1(tiny_npz, tmp_pat
 
 def test_public_files_hold_no_noiseless_statistic_of_the_private_batches(tiny_npz, tmp_path):
     out = tmp_path / "run"
-    train_and_evaluate(_cfg(tiny_npz), out, progress=False)
+    train_and_evaluate(job_of(_cfg(tiny_npz)), out, progress=False)
     public = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert public and all(set(r) <= {"step", "test_loss", "test_accuracy", "test_accuracy_no_ema", "epsilon_spent",
                                      "steps_per_second", "wall_time"} for r in public)

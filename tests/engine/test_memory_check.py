@@ -19,9 +19,9 @@ N, B, PHYSICAL = 100_000, 4096, 64
 def _run(row_dtype):
     rows = SimpleNamespace(row_dtype=np.dtype(row_dtype)) if row_dtype else np.zeros((1, 1), np.float32)
     dataset = SimpleNamespace(input_shape=SHAPE, train=rows, num_train=N, num_test=1000)
-    cfg = SimpleNamespace(train=SimpleNamespace(physical_batch_size=PHYSICAL, eval_batch_size=256),
-                          data=SimpleNamespace(aug_mult=1))
-    return cfg, SimpleNamespace(q=B / N, batch_size=B), dataset
+    job = SimpleNamespace(perf=SimpleNamespace(physical_batch_size=PHYSICAL, eval_batch_size=256),
+                          data=SimpleNamespace(aug_mult=1))  # what check_batches_fit reads of a RunJob
+    return job, SimpleNamespace(q=B / N, batch_size=B), dataset
 
 
 def _need(itemsize):  # the same sum, written out: two padded batches in their type, views and eval in float32

@@ -22,6 +22,7 @@ from tanplan.config import load_config
 from tanplan.dp import sampling
 from tanplan.dp.secret import BATCH, RunSecret
 from tanplan.engine.loop import train_and_evaluate
+from tanplan.job import job_of
 
 N, B, S = 240, 32, 8
 PLANNED = sampling.BatchLayout(1, 16)  # every Poisson batch (≈ 32 rows) outgrows it
@@ -84,7 +85,7 @@ def finished(tiny_npz, tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(sampling, "batch_layout", lambda *args, **kwargs: PLANNED)
     try:
-        summary = train_and_evaluate(cfg, out, progress=False)
+        summary = train_and_evaluate(job_of(cfg), out, progress=False)
     finally:
         mp.undo()
     secret = RunSecret.load(out / "checkpoint")

@@ -11,6 +11,7 @@ from tanplan.dp import augmult, clipping, ghost
 from tanplan.engine import routes
 from tanplan.engine.bench import bench_model
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 from tanplan.models import create_model
 
 
@@ -27,10 +28,10 @@ def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     cfg = Config(train=TrainConfig(grad_method="ghost"))  # model.name stays the default for both
     logits, params, x = _model("cnn2d", width=4, depth=1)
-    assert routes.make_grad_sum(cfg, logits, None, params, x)[1].name == "ghost"
+    assert routes.make_grad_sum(job_of(cfg), logits, None, params, x)[1].name == "ghost"
     logits, params, x = _model("vit_tiny", width=64, depth=1)  # same input shape; its root owns parameters: no per-layer route
     with pytest.raises(UsageError, match="not possible"):
-        routes.make_grad_sum(cfg, logits, None, params, x)
+        routes.make_grad_sum(job_of(cfg), logits, None, params, x)
 
 
 def test_bench_names_the_model_it_refuses(monkeypatch):
@@ -48,12 +49,12 @@ def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypat
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     logits, params, x = _model("vit_tiny", width=64, depth=1)
     cfg = Config(model=ModelConfig(name="vit_tiny", width=64, depth=1), train=TrainConfig(grad_method="auto"))
-    route = routes.choose(cfg, logits, params, x)
+    route = routes.choose(job_of(cfg), logits, params, x)
     assert route.name == "vmap" and route.reason
     assert route_line("vit_tiny", route).endswith(f"the per-layer route does not apply ({route.reason})")
-    chosen = routes.choose(cfg.with_overrides({"train.grad_method": "vmap"}), logits, params, x)
+    chosen = routes.choose(job_of(cfg.with_overrides({"train.grad_method": "vmap"})), logits, params, x)
     assert chosen == routes.Route("vmap", "train.grad_method = vmap")
-    public = routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x)
+    public = routes.choose(job_of(cfg.with_overrides({"privacy.private": False})), logits, params, x)
     assert public == routes.Route("plain", route.reason)
     assert "gradient route plain" in route_line("vit_tiny", public)
 
@@ -86,8 +87,8 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
     monkeypatch.setattr(ghost, "MAX_PER_EXAMPLE_BYTES", small * _conv_kernel(params) * 4)  # fits 2 rows, not 16
     cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto"))
 
-    kept = routes.choose(cfg, logits, params, x, rows=small)
-    moved = routes.choose(cfg, logits, params, x, rows=large)
+    kept = routes.choose(job_of(cfg), logits, params, x, rows=small)
+    moved = routes.choose(job_of(cfg), logits, params, x, rows=large)
     assert kept.name == "ghost" and moved.name == "vmap"
     for route, rows in ((kept, small), (moved, large)):
         assert f"at {rows} rows × 1 view a device" in route.cost and "GFLOP" in route.cost
@@ -105,14 +106,14 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
 
     # Forced routes and non-private runs are not weighed; without the chunk size neither.
     forced = cfg.with_overrides({"train.grad_method": "ghost"})
-    assert routes.choose(forced, logits, params, x, rows=large).name == "ghost"
-    assert routes.choose(cfg, logits, params, x) == routes.Route("ghost")
-    assert routes.choose(cfg.with_overrides({"privacy.private": False}), logits, params, x, rows=large).cost is None
+    assert routes.choose(job_of(forced), logits, params, x, rows=large).name == "ghost"
+    assert routes.choose(job_of(cfg), logits, params, x) == routes.Route("ghost")
+    assert routes.choose(job_of(cfg.with_overrides({"privacy.private": False})), logits, params, x, rows=large).cost is None
 
     # No count to be had (a lowering that fails: e.g. a plugged-in task's labels): the per-layer route, said so.
     monkeypatch.setattr(route_cost, "_COSTS", {})
     monkeypatch.setattr(route_cost, "_flops", lambda fn, args: (_ for _ in ()).throw(TypeError("labels")))
-    fallback = routes.choose(cfg, logits, params, x, rows=large)
+    fallback = routes.choose(job_of(cfg), logits, params, x, rows=large)
     assert fallback.name == "ghost" and fallback.cost.startswith(f"no cost at {large} rows a device (TypeError)")
 
 
@@ -150,7 +151,7 @@ def test_measured_mode_takes_the_faster_route(monkeypatch):
         monkeypatch.setattr(route_cost, "_COSTS", {})
         fake = lambda fn, args, g=ghost_s, v=vmap_s: g if "ghost" in fn.__qualname__ else v  # noqa: E731
         monkeypatch.setattr(route_cost, "_timed", fake)
-        route = routes.choose(cfg, logits, params, x, rows=4)
+        route = routes.choose(job_of(cfg), logits, params, x, rows=4)
         assert route.name == expected
         assert route.cost.startswith("measured: ")
         assert f"ghost {ghost_s * 1e3:.4g} ms, vmap {vmap_s * 1e3:.4g} ms" in route.cost

@@ -19,6 +19,7 @@ from tanplan.dp.secret import NOISE, RunSecret
 from tanplan.engine.checkpoint import Checkpoints
 from tanplan.engine.loop import train_and_evaluate
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 
 SETTINGS = ("train.checkpoint_every=3", "train.eval_every=3")
 
@@ -28,7 +29,7 @@ def run_a(tiny_npz, tmp_path_factory):
     """Run A, finished, with checkpoints at steps 3 and 6: (its config, its folder)."""
     cfg = load_config(None, tiny_overrides(tiny_npz, *SETTINGS))
     out = tmp_path_factory.mktemp("identity") / "run"
-    train_and_evaluate(cfg, out, progress=False)
+    train_and_evaluate(job_of(cfg), out, progress=False)
     return cfg, out
 
 
@@ -74,15 +75,15 @@ def test_a_new_run_into_a_folder_with_a_stale_secret_draws_its_own_noise(run_a, 
     a = _secret(out)
     b_cfg = cfg.with_overrides({"train.learning_rate": 0.5})
     with pytest.raises(UsageError, match="started with another train.learning_rate"):
-        train_and_evaluate(b_cfg, out, progress=False, resume=True)  # B is not A: its resume is refused
-    train_and_evaluate(b_cfg, out, progress=False)  # B as a new run
+        train_and_evaluate(job_of(b_cfg), out, progress=False, resume=True)  # B is not A: its resume is refused
+    train_and_evaluate(job_of(b_cfg), out, progress=False)  # B as a new run
     b = _secret(out)
     assert a.words != b.words and not np.array_equal(a.key_data(NOISE), b.key_data(NOISE))
     assert json.loads((out / "summary.json").read_text())["steps"] == 6
     # Even A's own config, run again as a new run, never inherits B's secret.
     for step in checkpoint_steps(out):
         shutil.rmtree(out / "checkpoint" / str(step))
-    train_and_evaluate(b_cfg, out, progress=False)
+    train_and_evaluate(job_of(b_cfg), out, progress=False)
     assert _secret(out).words not in (a.words, b.words)
 
 

@@ -26,6 +26,7 @@ from tanplan.dp.secret import BATCH, NOISE, RunSecret
 from tanplan.engine import routes, setup
 from tanplan.engine.loop import train_and_evaluate
 from tanplan.engine.release import load_params
+from tanplan.job import job_of
 
 SETTINGS = ["train.steps=1", "train.eval_every=1", "train.momentum=0", "train.ema_decay=0", "model.width=64",
             "privacy.epsilon=1", "train.grad_method=vmap"]
@@ -72,7 +73,7 @@ def _true_sum(cfg, run, secret: RunSecret) -> np.ndarray:
     index, mask = sampling.pad_indices(indices, layout.grown_to(len(indices)))
     batch = sharding.shard_batch(sampling.gather_batch(run.dataset.x_train, run.dataset.y_train, index, mask),
                                  run.mesh)
-    grad_sum, _ = routes.make_grad_sum(cfg, run.logits_fn, None, run.params, run.dataset.x_train[:2])
+    grad_sum, _ = routes.make_grad_sum(job_of(cfg), run.logits_fn, None, run.params, run.dataset.x_train[:2])
     key = jax.random.key(0)  # unused: no noise (std 0), no augmentation
     total, _ = dp_step.make_noisy_grad_sum(grad_sum, 0.0)(run.params, batch, key, key)
     return np.asarray(ravel_pytree(total)[0])
@@ -97,11 +98,11 @@ def test_public_files_reveal_the_noise_only_when_noise_seed_is_set(tiny_npz, tmp
     extra = ["privacy.noise_seed=7"] if public_noise else []
     cfg = load_config(None, tiny_overrides(tiny_npz, *SETTINGS, *extra))
     out = tmp_path / "run"
-    summary = train_and_evaluate(cfg, out, progress=False)
+    summary = train_and_evaluate(job_of(cfg), out, progress=False)
     assert summary.steps == 1 and summary.noise_secret is (not public_noise)
     secret = RunSecret(tuple(json.loads((out / "checkpoint" / "run_secret.json").read_text())["words"]),
                        reproducible=public_noise)
-    run = setup.build(cfg, secret)  # the public initialisation θ0, the model, the plan
+    run = setup.build(job_of(cfg), secret)  # the public initialisation θ0, the model, the plan
     released = load_params(out / "model")
     truth = _true_sum(cfg, run, secret)
 

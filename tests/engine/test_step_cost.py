@@ -39,6 +39,8 @@ from tanplan.dp import step as dp_step
 from tanplan.dp.secret import BATCH, RunSecret
 from tanplan.engine import setup
 from tanplan.engine.loop import train_and_evaluate
+from tanplan.job import job_of
+from tanplan.workflow.audit import canary_hooks
 
 N, B, S, ROWS = 2000, 32, 80, 8
 BRANCHES = {"cond", "while", "switch"}
@@ -76,7 +78,8 @@ def _primitives(jaxpr) -> set[str]:
 
 
 def _step_primitives(cfg, x, y, canaries: int = 0) -> set[str]:
-    run = setup.build(cfg, RunSecret.fresh(), canaries=canaries)
+    wrap = canary_hooks(canaries, "gradient", lambda record: None).wrap if canaries else None  # the audit's
+    run = setup.build(job_of(cfg), RunSecret.fresh(), wrap=wrap)
     layout = sampling.batch_layout(N, run.plan.q, ROWS)
     assert layout.chunks > 1  # several accumulation chunks: there is something to skip
     index, mask = sampling.pad_indices(np.arange(B), layout)
@@ -84,7 +87,7 @@ def _step_primitives(cfg, x, y, canaries: int = 0) -> set[str]:
     state = dp_step.create_train_state(run.params, run.optimizer)
     args = (state, batch, run.roots)
     if canaries:
-        args += ({"chosen": np.ones(canaries, bool), "shadow": batch},)
+        args += ({"args": {"chosen": np.ones(canaries, bool)}, "rows": {"shadow": batch}},)
     return _primitives(jax.make_jaxpr(run.step)(*args).jaxpr)
 
 
@@ -149,7 +152,7 @@ def test_no_public_per_step_figure_tells_the_sampled_batch_size(data, tmp_path):
     path, _, _ = data
     cfg = _cfg(path, f"train.steps={S}", "train.eval_every=1", "train.checkpoint_every=0")
     out = tmp_path / "run"
-    summary = train_and_evaluate(cfg, out, progress=False)
+    summary = train_and_evaluate(job_of(cfg), out, progress=False)
     assert summary.layout.chunks > 1  # the chunks an earlier version could skip
     secret = RunSecret.load(out / "checkpoint")  # the attacker holds the secret: replays every draw
     sizes = np.array([len(sampling.poisson_batch(N, B / N, secret.batch_rng(BATCH, t))) for t in range(S)])

@@ -19,6 +19,7 @@ from tanplan.engine import tracking
 from tanplan.engine.epsilon_ticker import round_up
 from tanplan.engine.loop import train_and_evaluate
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 from tanplan.privacy import accounting
 from tanplan.provenance import PACKAGES
 
@@ -73,7 +74,7 @@ def tracked_run(tiny_npz, tmp_path_factory):
         python_writer, stderr = PythonWriter(), io.StringIO()
         before = time.time()
         with contextlib.redirect_stderr(stderr):
-            summary = train_and_evaluate(cfg, out, progress=True, writers=[python_writer, BrokenWriter()])
+            summary = train_and_evaluate(job_of(cfg), out, progress=True, writers=[python_writer, BrokenWriter()])
         after = time.time()
         plugin = sys.modules["tanplan_test_tracking_plugin"]
         yield {"cfg": cfg, "out": out, "summary": summary, "python": python_writer.records, "plugin": plugin.RECORDS,
@@ -156,10 +157,10 @@ def test_the_progress_bar_shows_epsilon_from_the_first_step(tracked_run):
 
 def test_tensorboard_can_be_turned_off_and_bad_writers_are_refused_before_the_run(tiny_npz, tmp_path):
     off = load_config(None, tiny_overrides(tiny_npz, "tracking.tensorboard=false"))
-    tracker = tracking.open_tracker(off, tmp_path, {}, [])
+    tracker = tracking.open_tracker(job_of(off), tmp_path, {}, [])
     assert tracker.writers == [] and not (tmp_path / tracking.FOLDER).exists()
     with pytest.raises(UsageError, match="tracking.writers entry 'no_such_module_xyz:make' is not allowed"):
-        train_and_evaluate(load_config(None, tiny_overrides(tiny_npz, 'tracking.writers=["no_such_module_xyz:make"]')),
+        train_and_evaluate(job_of(load_config(None, tiny_overrides(tiny_npz, 'tracking.writers=["no_such_module_xyz:make"]'))),
                            tmp_path / "never", progress=False)
     assert not (tmp_path / "never").exists()  # refused before anything was written
     with pytest.raises(UsageError, match="use an import path"):

@@ -120,6 +120,20 @@ def test_the_launch_records_the_composition_of_all_three_runs(chain, capsys):
     sources = {Path(g["source"]).name for g in ledger["inherited"] if g["composed"]}
     assert sources == {"priv1", "ft1"} and sum(len(g["releases"]) for g in ledger["inherited"]) == 2
     assert f"ε = {want:.2f} composed: this run {own:.2f} and its init" in printed, printed
+    launched = _json(out / "launch.json")  # the guarantee composes; the accounting is the launch's own mechanism
+    assert launched["epsilon"] == pytest.approx(want, rel=1e-6) and launched["accounting"]["epsilon"] < want
+
+
+def test_a_ray_launch_over_the_budget_creates_no_folder(chain, capsys):
+    """The init's gate runs in the launch stage, before a Ray driver takes its lock in --out (exit 3; the
+    address is never dialled: the refusal comes first)."""
+    out = chain / "L_ray_refused"
+    capsys.readouterr()
+    code = _train("launch", "--config", str(chain / "C.toml"), "--set", f'init.path="{chain / "ft1"}"', "--set",
+                  "privacy.total_epsilon=4", "--backend", "ray", "--out", str(out))
+    err = capsys.readouterr().err
+    assert code == 3 and err.count("\n") == 1 and "2 releases of 2 runs" in err, err
+    assert not out.exists()
 
 
 def test_released_features_of_a_private_run_on_the_same_data_are_not_free(chain):

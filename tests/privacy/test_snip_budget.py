@@ -5,6 +5,7 @@ import pytest
 from tanplan.privacy import snip_budget as prune_accounting
 from tanplan.config import load_config
 from tanplan.errors import UsageError
+from tanplan.job import job_of
 
 
 def _independent_composed_epsilon(q, sigma, steps, delta, sigma_snip, accountant="rdp"):
@@ -35,7 +36,7 @@ def test_split_budget_meets_the_target_through_the_composition(accountant):
 
 def test_dp_snip_run_reports_the_composed_epsilon():
     """What train reports (resolve_plan + RunPlan.epsilon, the functions behind summary.json)."""
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
 
     n = 20000
     cfg = load_config(None, ["train.prune_method=dp_snip", "train.prune_rate=0.5", "train.snip_budget_share=0.1",
@@ -54,7 +55,7 @@ def test_dp_snip_run_reports_the_composed_epsilon():
 
 
 def test_data_free_pruning_adds_no_privacy_event():
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
 
     cfg = load_config(None, ["train.prune_method=synflow", "train.prune_rate=0.5", "train.grad_drop_method=magnitude",
                              "train.grad_drop_rate=0.5", "train.batch_size=1000", "train.steps=50"])
@@ -86,7 +87,7 @@ def test_dp_snip_training_run_summary_epsilon_is_the_composition(tmp_path):
                              "train.steps=3", "train.eval_every=3", "train.physical_batch_size=256",
                              "train.prune_method=dp_snip", "train.prune_rate=0.5", "train.grad_drop_method=magnitude",
                              "train.grad_drop_rate=0.3", "privacy.epsilon=2"])
-    s = train_and_evaluate(cfg, tmp_path, progress=False)
+    s = train_and_evaluate(job_of(cfg), tmp_path, progress=False)
     n = s.dataset_size
     assert s.snip_sigma > 0 and 0.45 < s.pruning.kept_fraction < 0.6
     assert s.epsilon_rdp == pytest.approx(

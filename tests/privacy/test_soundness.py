@@ -16,7 +16,7 @@ import pytest
 from tanplan.config import MAX_STEPS, SIGMA_MAX, SIGMA_MIN, load_config
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.privacy.plan import Plan
 
 

@@ -3,6 +3,7 @@ gradient canaries (added after it) cannot. The same tiny run twice: intact (the 
 with every example clipped to 10 C while the noise and the accountant assume C (a violation: exit 5). The break
 is injected here only, by patching the route's clipped sum for the test."""
 
+import dataclasses
 import json
 
 import pytest
@@ -39,8 +40,9 @@ def audits(tmp_path_factory):
     intact = _audit(root / "intact")
     original = routes.grad_sum_of
 
-    def broken_clipping(cfg, *args):  # the sum's sensitivity is BREAK·C; the noise still σ·C
-        return original(cfg.with_overrides({"privacy.clip_norm": BREAK * cfg.privacy.clip_norm}), *args)
+    def broken_clipping(job, *args):  # the sum's sensitivity is BREAK·C; the noise still σ·C
+        privacy = dataclasses.replace(job.privacy, clip_norm=BREAK * job.privacy.clip_norm)
+        return original(dataclasses.replace(job, privacy=privacy), *args)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(routes, "grad_sum_of", broken_clipping)

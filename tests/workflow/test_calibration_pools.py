@@ -113,7 +113,7 @@ def test_the_finetune_init_is_pretrained_once_without_privacy_on_the_shifted_set
     _fake_pretrain(monkeypatch, calls)
     out = pools.pretrained_init(pools.SETTINGS["finetune"], tmp_path / "init.npz", log=lambda line: None)
     assert out == tmp_path / "init.npz"  # the released params, as [init] path reads them
-    assert digest_of(read_source(load_config(None, [f'init.path="{out}"']))[0]) == digest_of(
+    assert digest_of(read_source(load_config(None, [f'init.path="{out}"']).init)[0]) == digest_of(
         {"Dense_0/kernel": np.ones((2, 3), np.float32)})
     assert calls[0] == ("checked", str(shifted))  # the public set checked against the private one first
     cfg = calls[1]

@@ -104,7 +104,7 @@ def test_two_explicit_rungs_carry_a_stated_misspecification_term_or_exit_4_namin
     import json
 
     from tanplan.engine import loop
-    from tanplan.workflow.batch_law import UNMEASURED_MISSPECIFICATION_STD
+    from tanplan.laws.batch_law import UNMEASURED_MISSPECIFICATION_STD
 
     monkeypatch.setattr(loop, "train_and_evaluate", fake_train(law=lambda b: 0.85 - 1.0 / b, noise=0.002))
     args = ["fit", "--config", "experiments/mnist1d.toml", *sum([["--set", s] for s in SMALL], []),
@@ -124,7 +124,7 @@ def test_two_explicit_rungs_carry_a_stated_misspecification_term_or_exit_4_namin
 
 
 def test_a_held_out_rung_measures_the_misspecification_instead():
-    from tanplan.workflow.batch_law import predict
+    from tanplan.laws.batch_law import predict
 
     rows = [(b, 0.85 - 1.0 / b + e) for b in (32, 64, 128) for e in (-0.003, 0.0, 0.003)]
     p = predict(rows, 4096)

@@ -13,11 +13,12 @@ from helpers import CONFIG  # absolute: the tests do not depend on the working d
 from tanplan.cli import main
 from tanplan.config import load_config
 from tanplan.errors import NotLaunched, UsageError
-from tanplan.workflow import fit as fit_stage
+from tanplan.workflow import proxy_runs
+from tanplan.workflow.fit import ladder_fit
 from tanplan.workflow import launch as launch_module
-from tanplan.workflow.batch_law import Rung, predict
+from tanplan.laws.batch_law import Rung, predict
 from tanplan.workflow.ladder import (REFERENCE_BATCH, Budget, best_seed, budget_of, check_ladder, climb,
-                                     expected_half_width, ladder_fit, law_is_narrow, marginal, next_step,
+                                     expected_half_width, law_is_narrow, marginal, next_step,
                                      pipeline_budget, plateau_tested, precise_enough, run_ladder, spent)
 from tanplan.workflow.pipeline import run_pipeline
 from tanplan.workflow.sweep import search as sweep
@@ -205,7 +206,7 @@ def engine(monkeypatch):
             return real_launch(cfg, out, train_fn=train_fn)
 
         monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
-        monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+        monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: train_fn)
         monkeypatch.setattr(launch_module, "launch", fake_launch)
         state["train_fn"] = train_fn
         return state

@@ -10,7 +10,7 @@ from fakes import SMALL, fake_train
 from tanplan.config import load_config
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.workflow.optimize import frontier_window, optimize, planned_compute
 
 CONFIG = "experiments/mnist1d.toml"

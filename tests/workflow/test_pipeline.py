@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fakes import SMALL, fake_sweep_result, fake_train
 
-from tanplan.workflow import fit as fit_stage
+from tanplan.workflow import proxy_runs
 from tanplan.workflow import launch as launch_module
 from tanplan.workflow.sweep import search as sweep
 from tanplan.config import load_config
@@ -30,7 +30,7 @@ def fake_engine(monkeypatch):
 
     real_launch = launch_module.launch
     monkeypatch.setattr(sweep, "run_sweep", fake_sweep)
-    monkeypatch.setattr(fit_stage, "_default_train_fn", lambda: train_fn)
+    monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: train_fn)
     monkeypatch.setattr(launch_module, "launch", lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
     return train_fn
 
@@ -94,7 +94,7 @@ def test_the_total_epsilon_composes_every_release_on_the_private_set(tmp_path, f
                                                                      tuning_data):
     from tanplan.engine.setup import load_data
     from tanplan.privacy import accounting
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
 
     monkeypatch.setattr(sweep, "run_sweep", _fake_sweep_with_trials(fake_engine))
     cfg = load_config("experiments/mnist1d.toml", SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2",
@@ -110,7 +110,7 @@ def test_the_total_epsilon_composes_every_release_on_the_private_set(tmp_path, f
         assert "launch's ε is the guarantee" in summary.guarantee
         return
     assert {c.data.seed for c in proxy_cfgs} == {cfg.data.seed}
-    runs = [resolve_plan(c, load_data(c).num_train) for c in fake_engine.calls]  # every run's (q, σ, S)
+    runs = [resolve_plan(c, load_data(c.data).num_train) for c in fake_engine.calls]  # every run's (q, σ, S)
     independent = accounting.make_accountant("rdp")
     for run in runs:
         independent.compose(accounting.dp_sgd_event(run.q, run.sigma, run.steps))

@@ -16,7 +16,8 @@ from pathlib import Path
 from tanplan.config import load_config
 from tanplan.dp import sharding
 from tanplan.engine import batches, loop
-from tanplan.workflow.fit import train_points
+from tanplan.job import job_of
+from tanplan.workflow.proxy_runs import train_points
 
 cfg = load_config(sys.argv[1], overrides=json.loads(sys.argv[2]))
 out = Path(sys.argv[3])
@@ -36,7 +37,7 @@ batches.to_global = watch(batches.to_global)  # every step's batch (engine.batch
 seen = []
 
 def train_fn(run_cfg, workdir, **kw):
-    summary = loop.train_and_evaluate(run_cfg, workdir, **kw)
+    summary = loop.train_and_evaluate(job_of(run_cfg), workdir, **kw)
     seen.append({"b": run_cfg.train.proxy_batch_size, "seed": run_cfg.experiment.seed, "thread": threading.get_ident(),
                  "devices": sorted(placed.pop(threading.get_ident())), "summary": summary.to_dict()})
     return summary
@@ -46,7 +47,7 @@ references = []
 for row in rows[:1]:  # the same proxies over every device, in the main thread: how they ran before, and the launch's way
     run_cfg = cfg.with_overrides({"train.proxy_batch_size": row.batch_size,
                                   "experiment.seed": cfg.experiment.seed + row.seed})
-    summary = loop.train_and_evaluate(run_cfg, out / f"ref_{row.batch_size}_{row.seed}", progress=False)
+    summary = loop.train_and_evaluate(job_of(run_cfg), out / f"ref_{row.batch_size}_{row.seed}", progress=False)
     references.append({"devices": sorted(placed.pop(threading.get_ident())), "summary": summary.to_dict()})
 print(json.dumps({"proxies": seen, "references": references, "rows": [vars(r) for r in rows]}))
 """

@@ -155,7 +155,7 @@ def test_pretraining_may_use_other_classes_but_never_private_rows(tmp_path):
     differ, never the input shape or a shared row; the proxies' check keeps the class count."""
     private, x = write_private(tmp_path)
     cfg = _cfg(private, f'tuning.path="{write_memmap(tmp_path / "public")}"')  # stands in: load() below serves
-    private_set = load_data(cfg)
+    private_set = load_data(cfg.data)
     five = tanplan.Dataset("five", *_rows(200, 3), *_rows(40, 4), num_classes=5)
     pretrain.check_public(cfg, lambda c: five if c.privacy.private is False else private_set)
     with pytest.raises(UsageError, match="5 classes"):
@@ -181,7 +181,7 @@ def test_the_proxies_name_their_files_by_absolute_paths(tmp_path, monkeypatch, d
     monkeypatch.chdir(tmp_path)
     cfg = _cfg("private.npz", 'tuning.path="public"', f'tuning.data="{data}"')
     cfg = cfg.with_overrides({"init.path": "pre"})
-    t = tuning.resolve(cfg, tuning.resolve_plan(cfg, 400).plan, load=lambda c: load_data(c))
+    t = tuning.resolve(cfg, tuning.resolve_plan(cfg, 400).plan, load=lambda c: load_data(c.data))
     assert t.proxy_cfg.init.path == str(tmp_path / "pre")
     assert t.proxy_cfg.data.path == str(tmp_path / ("public" if data == "public" else "private.npz"))
     url = cfg.with_overrides({"data.path": "hf://some/set", "init.path": ""})

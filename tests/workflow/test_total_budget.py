@@ -34,7 +34,7 @@ def _rdp_epsilon(runs, delta):
 
 def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
     from tanplan.engine.setup import load_data
-    from tanplan.privacy.mechanism import resolve_plan
+    from tanplan.privacy.run_plan import resolve_plan
     from tanplan.workflow.ladder import budget_of
 
     monkeypatch.setattr(loop, "train_and_evaluate", _no_training)
@@ -48,7 +48,7 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
     # ladder's costliest runs within what the pipeline's budget (the config's fit.compute_budget: 1/4 of B·S)
     # leaves after the sweep, and the launch.
     cfg = load_config(CONFIG)
-    n = load_data(cfg).num_train
+    n = load_data(cfg.data).num_train
     target = resolve_plan(cfg, n)
     sweep_runs = cfg.sweep.trials + cfg.sweep.top_k * cfg.sweep.seeds
     b = budget_of(cfg, sweep_runs * 32)

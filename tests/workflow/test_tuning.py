@@ -8,7 +8,7 @@ import pytest
 
 from tanplan.config import load_config
 from tanplan.errors import UsageError
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.privacy.plan import Plan
 from tanplan.workflow import tuning
 
@@ -121,6 +121,6 @@ def test_the_public_mnist1d_draw_shares_no_example_with_the_private_one():
     from tanplan.engine.setup import load_data
 
     cfg = load_config(None, ["data.num_samples=2000", "train.batch_size=256"])
-    private = load_data(cfg)
+    private = load_data(cfg.data)
     t = tuning.resolve(cfg, Plan(1600, 256, 10, 2.0, 1600 ** -1.1), private=private)  # checks every row
     assert t.proxy_cfg.data.seed == cfg.data.seed + 1

@@ -13,7 +13,7 @@ from tanplan.outcomes.pipeline import RunRecord
 from tanplan.outcomes.privacy_spent import PlannedTotal
 from tanplan.ray_session import check_address
 from tanplan.workflow import total_budget, tuning
-from tanplan.workflow.fit import check_batch_sizes
+from tanplan.workflow.fit_members import check_batch_sizes
 from tanplan.workflow.inputs import check_inputs, check_out_dir, check_sweep_space
 from tanplan.workflow.ladder import budget_of, check_ladder
 from tanplan.workflow.sweep.study import _first_difference, check_study_file
@@ -34,6 +34,10 @@ def validate_inputs(cfg: Config, out: Path, *, address: str | None = None, basel
     """
     check_inputs(cfg)
     check_out_dir(out)
+    if Path(out).is_dir():  # an audit's run or outputs hold canary-trained models: never a workflow's folder
+        from tanplan.engine.run_folder import check_audit_folder  # lazy: the engine (orbax); dry runs import this
+
+        check_audit_folder(out, resume=False, audit=False)
     tuning.check(cfg)
     tuning.check_steps(cfg)  # the ladder, the sweep and the cost and budget bounds read train.steps
     target = cfg.train.batch_size

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from tanplan.config import Config, with_tuned
+from tanplan.errors import UsageError
 from tanplan.engine.setup import load_data
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.pipeline import ProxyCompute, RunResult
@@ -45,7 +46,7 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     check_resume(out, record, resume)
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     progress = Progress(baselines, log)
-    dataset = load_data(cfg)  # the private set, loaded once
+    dataset = load_data(cfg.data)  # the private set, loaded once
     plan = launch_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
     tune = tuning.resolve(cfg, plan, private=dataset)  # the public set loaded once, checked against the private one
     proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
@@ -92,3 +93,13 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                             actual=actual, anyway=launch_anyway and not fit_result.law_holds,
                             choice=sweep_choice(out), baselines=rows)
         return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder, section)
+
+
+def run_entry(cfg: Config, out, *, tune_data: str | None, **options) -> RunResult:
+    """The stage of tanplan.api.run: [tuning] data set from tune_data ("public" or "private"), then
+    run_pipeline with the options (every stage's input, and the total ε, checked there before any stage)."""
+    if tune_data not in (None, "public", "private"):
+        raise UsageError(f"tune_data {tune_data!r} is not allowed: use public or private")
+    if tune_data:
+        cfg = cfg.with_overrides({"tuning.data": tune_data})
+    return run_pipeline(cfg, out, **options)

@@ -10,7 +10,7 @@ from tanplan.engine.setup import load_data
 from tanplan.outcomes.fit import FitResult, LadderResult, ProxyRun
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.privacy_spent import PlannedTotal
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.privacy.plan import Plan
 from tanplan.reports.plan import write_plan_report
 from tanplan.workflow import fit as fit_module
@@ -42,7 +42,7 @@ def launch_plan(cfg: Config, dataset) -> Plan:
 def eval_sets(tune: Tuning, dataset) -> tuple[int | None, int | None]:
     """(the proxies' test-set size, the launch's) when they differ; (None, None) when the proxies are evaluated
     on the launch's own test set (the interval then has no test-set term). Uses the set tuning loaded."""
-    proxy_data = tune.proxy_data if tune.proxy_data is not None else load_data(tune.proxy_cfg)
+    proxy_data = tune.proxy_data if tune.proxy_data is not None else load_data(tune.proxy_cfg.data)
     same = same_test_set(proxy_data, dataset)  # in-memory arrays, or sources read in slices
     return (None, None) if same else (int(proxy_data.num_test), int(dataset.num_test))
 

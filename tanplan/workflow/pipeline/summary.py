@@ -50,6 +50,8 @@ def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | 
     predicted, interval = fit.predicted_accuracy, fit.prediction_interval
     accounting = launched.accounting if launched is not None else None
     launch_epsilon = accounting.epsilon if accounting else None
+    # with public tuning the guarantee is the launch's ε of record: its own, or composed with its [init]'s
+    guarantee = (launched.epsilon or launch_epsilon) if launched is not None else launch_epsilon
     private_total = totals.tuning_data == "private"
     return RunResult(
         launched=launched is not None, launched_anyway=anyway, stopped_at=stage, reason=reason,
@@ -60,7 +62,7 @@ def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | 
         epsilon_rdp=accounting.epsilon_rdp if accounting else None,
         epsilon_pld=accounting.epsilon_pld if accounting else None,
         epsilon_replace_one=accounting.epsilon_replace_one if accounting else None,
-        epsilon=totals.epsilon_total if private_total else launch_epsilon,
+        epsilon=totals.epsilon_total if private_total else guarantee,
         accountant=plan.accountant, neighbouring=plan.neighbouring, delta=plan.delta, sigma=plan.sigma,
         batch_size=plan.batch_size, steps=plan.steps, proxy_compute=compute, proxy_compute_fraction=compute.total,
         proxy_runs=compute.runs, best_overrides=best_overrides, ladder=ladder_status(ladder),

@@ -27,6 +27,7 @@ from tanplan.dp import step as dp_step
 from tanplan.engine.bench import input_shape
 from tanplan.engine.routes import make_grad_sum
 from tanplan.fileio import write_json_atomic
+from tanplan.job import job_of
 from tanplan.models import create_model
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.runtime import cache_root
@@ -111,7 +112,7 @@ def _time_steps(cfg: Config, rows: int) -> float:
     batch = {"x": jnp.asarray(x), "y": jnp.asarray(rng.integers(0, 10, (1, rows)).astype(np.int32)),
              "mask": jnp.ones((1, rows), bool), "index": jnp.arange(rows, dtype=jnp.int32)[None]}
     params = net.init(jax.random.key(0), x[0, :1])["params"]
-    grad_sum, _ = make_grad_sum(cfg, lambda p, xb: net.apply({"params": p}, xb), None, params, x[0])
+    grad_sum, _ = make_grad_sum(job_of(cfg), lambda p, xb: net.apply({"params": p}, xb), None, params, x[0])
     optimizer = optim.make_optimizer(cfg.train)
     step = jax.jit(dp_step.make_train_step(grad_sum, optimizer, noise_std=1.0, expected_batch_size=rows))
     state = dp_step.create_train_state(params, optimizer)

@@ -38,7 +38,7 @@ from tanplan.errors import UsageError
 from tanplan.fileio import exclusive
 from tanplan.outcomes.sweep import SweepResult, SweepScale
 from tanplan.plugins import worker_env
-from tanplan.privacy.mechanism import resolve_plan
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.ray_session import check_address, last_signal, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import default_space, parse_space, to_optuna
@@ -66,7 +66,7 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
                                                                         cfg.data.options)
     dims = parse_space(section.space or default_space(kind), cfg, augmentations=_augmentations(kind),
                        models=_models())
-    dataset = dataset if dataset is not None else load_data(cfg)
+    dataset = dataset if dataset is not None else load_data(cfg.data)
     run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": proxy}), dataset.num_train)
     pinned = {"train.proxy_batch_size": proxy}
     if run.private:

@@ -12,6 +12,7 @@ from tanplan.config import config_from_dict
 from tanplan.engine import loop
 from tanplan.errors import TrainingDiverged
 from tanplan.workflow.sweep.space import Dimension, overrides
+from tanplan.workflow.train_run import train_config
 from tanplan.workflow.sweep.study import DIVERGED, ERROR, FINISHED, METRIC, SweepSpec, TrialJob
 
 
@@ -26,7 +27,7 @@ def run_trial(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[D
     job = job if isinstance(job, TrialJob) else TrialJob.of(job)
     report = report or (lambda metrics: None)
     if train_fn is None:
-        train_fn = loop.train_and_evaluate  # read when called: a test may put a fake engine there
+        train_fn = train_config  # THE loop on the trial's job (loop.train_and_evaluate read when called: tests fake it)
         _share_compilations(Path(trials_dir).parent / "jax_cache")
     start = time.perf_counter()
     cfg = config_from_dict(base).with_overrides({**overrides(dims, job.params), "experiment.seed": int(job.seed)})

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tanplan.workflow.frontier_law import fit_degree, fit_frontier_law
+from tanplan.laws.frontier_law import fit_degree, fit_frontier_law
 
 STEPS = [75, 150, 300, 600, 1200]
 
@@ -89,7 +89,7 @@ def test_lack_of_fit_rejects_a_cliff_and_is_calibrated_on_a_parabola():
 def test_equal_variances_fail_for_an_unstable_candidate_and_hold_otherwise():
     """Bartlett's test, 3 seeds per S: one S scattering 10× more is caught in most studies; with equal
     scatter it rejects at about its level."""
-    from tanplan.workflow.frontier_law import equal_variance_p
+    from tanplan.laws.frontier_law import equal_variance_p
 
     rng = np.random.default_rng(6)
 

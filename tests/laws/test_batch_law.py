@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tanplan.workflow.batch_law import (AUTO_FORMS, Rung, eval_set_variance, fit_form, fit_spread, forms_of,
+from tanplan.laws.batch_law import (AUTO_FORMS, Rung, eval_set_variance, fit_form, fit_spread, forms_of,
                                         held_out, knee_average, predict, rungs_of, verdict, window_of)
 
 SIZES = (16, 32, 64, 128, 256)
