@@ -53,6 +53,8 @@ def execute(args) -> int:
         relation = "" if a.neighbouring == "add_remove" else ", replace-one of record"
         eps = (f"ε = {a.epsilon:.4g} ({a.accountant.upper()}{relation}; RDP {a.epsilon_rdp:.4g}, PLD "
                f"{a.epsilon_pld:.4g}, replace-one {a.epsilon_replace_one:.4g}) at δ = {a.delta:.3g}")
+        if result.epsilon is not None and result.epsilon != a.epsilon:  # the guarantee composes more than the launch
+            eps = f"ε = {result.epsilon:.4g} of record, this launch's own {eps}"
     else:
         eps = "non-private"
     print(f"test accuracy {result.summary.test_accuracy:.4f}; {eps}; {result.wall_seconds:.1f} s")
