@@ -14,13 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[train,test]"
 	touch $(STAMP)
 
+# Modules stay whole on one xdist worker, costliest first (tests/conftest.py: HEAVY_FIRST).
 test: install
-	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadscope
+	$(BIN)/python -m pytest -q -m "not slow" -n auto --dist loadscope --no-loadscope-reorder
 
 # Every test, as users' runs compile and account (`make test` compiles for compile time and memoises one
 # pure accounting function: tests/conftest.py).
 test-all: install
-	TANPLAN_TEST_PLAIN=1 $(BIN)/python -m pytest -q -n auto --dist loadscope
+	TANPLAN_TEST_PLAIN=1 $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 # `pip install .` without extras in a fresh venv: the planner works and imports no JAX (about a minute).
 test-install: install

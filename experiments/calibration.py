@@ -2,6 +2,7 @@
 one launch cover a launch? (docs/calibration.md)
 
     .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts] [--floor]
+    .venv/bin/python experiments/calibration.py --draws 100 --before   # the yardstick, before and after issue 48
 
 For each setting, every draw climbs the proxy ladder as `tanplan run` does (tanplan.workflow.ladder.climb
 with the defaults of [fit]: the same rule, law, interval and verdict), except that a run is not trained:
@@ -17,6 +18,12 @@ draw). The launch is a run drawn from the pool of measured launches. Reported pe
 - compute: the ladder's Σ B'·S ÷ the target's B·S, within what fit.compute_budget leaves after the setting's
   sweep (which comes on top, as in the pipeline);
 - the launch spread the law estimated (median std) against the launch pool's std.
+
+The yardstick (issue 48; `yardstick`, printed after the table above): coverage, median |pred − launch mean|,
+mean half-width and the interval score's ratio to an oracle that knows the launches' mean and spread, each
+with a bootstrap CI over launches and draws, and the law each launched draw chose. The rule of record is
+each setting's config with the package's fit.law (no user sets it); --before adds the knee law alone (the
+default before issue 48) on the same draws, and a config's own fit.law is shown beside it.
 
 With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
 coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
@@ -131,6 +138,8 @@ class Outcome:
     window: tuple = ()
     seeds: tuple = ()
     parts: tuple = ()  # variances (law's mean at B, one launch, misspecification) and the t quantile
+    weights: tuple = ()  # ((form, weight), ...) of the averaged law (law "auto"); () for one form
+    exhausted: bool = False  # the rule asked for more seeds at a rung than the pool holds: left out of every figure
 
 
 def new_rule(pool: Pool, rng, *, cfg=None, floor: int | None = None, forms=None, sweep_spent: float = 0.0,
@@ -147,16 +156,20 @@ def new_rule(pool: Pool, rng, *, cfg=None, floor: int | None = None, forms=None,
     cfg = base.with_overrides({"train.batch_size": target, **dict(parse_override(o) for o in more)})
     f = cfg.fit
     budget = budget_of(cfg, sweep_spent)
-    outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
-                    forms=forms or forms_of(f.law))
+    try:
+        outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
+                        forms=forms or forms_of(f.law))
+    except PoolExhausted:  # the draw's generator calls are all made in Draws(): the next draw is unaffected
+        return Outcome(False, None, None, None, math.nan, exhausted=True)
     compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
     p = outcome.prediction
     seeds_used = tuple((r.batch_size, r.n) for r in outcome.rungs)
     if outcome.refusal is not None:
         return Outcome(False, None, None, None, compute, seeds=seeds_used)
     low, high = p.interval
+    weights = tuple((c.law.form, c.weight) for c in p.candidates if c.weight is not None)
     return Outcome(True, p.mean, low, high, compute, math.sqrt(p.var_launch), p.law.form, p.law.window, seeds_used,
-                   (p.var_mean, p.var_launch, p.var_misspecification, p.quantile))
+                   (p.var_mean, p.var_launch, p.var_misspecification, p.quantile), weights)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -249,6 +262,9 @@ HEADER = ("| setting | rule | draws | refused | coverage | median \\|pred − la
 
 
 def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
+    exhausted = sum(o.exhausted for o in outcomes)
+    outcomes = [o for o in outcomes if not o.exhausted]
+    rule += f" ({exhausted} draws past the pool left out)" if exhausted else ""
     launched = [o for o in outcomes if o.launched]
     launches = np.asarray(pool.launches)
     cover = [float(np.mean((launches >= o.low) & (launches <= o.high))) for o in launched]
@@ -264,6 +280,104 @@ def evaluate(pool: Pool, outcomes: list[Outcome], rule: str) -> Calibration:
         mean_half_width=statistics.fmean(halves) if halves else nan, pool_half_width=pool.half_width,
         compute=statistics.fmean(o.compute for o in outcomes), launch_std_estimate=float(np.median(stds)) if stds else None,
         launch_std_pool=pool.launch_std, launches=len(pool.launches))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The yardstick (issue 48): what a user judges, each figure with a bootstrap CI
+
+
+ALPHA = 0.05  # the interval score's level: a 95% interval
+
+
+def winkler(low, high, y, alpha: float = ALPHA):
+    """The interval score of [low, high] at observation(s) y (Winkler 1972; Gneiting and Raftery 2007): its width,
+    plus 2/α times the distance by which y falls outside. Proper: its expectation is least for the true
+    α/2 and 1 − α/2 quantiles, so it rewards sharpness and punishes misses, where coverage alone does not.
+
+        >>> round(float(winkler(0.8, 0.9, 0.85)), 6), round(float(winkler(0.8, 0.9, 0.95)), 6)
+        (0.1, 2.1)
+    """
+    low, high, y = np.asarray(low), np.asarray(high), np.asarray(y)
+    return (high - low) + (2 / alpha) * (np.maximum(low - y, 0) + np.maximum(y - high, 0))
+
+
+def oracle_score(launches, alpha: float = ALPHA) -> float:
+    """The mean interval score over these launches of the oracle that knows their mean and spread: mean ±
+    z·std, z the normal quantile (the narrowest proper 95% interval for one launch, if launches are normal)."""
+    from scipy import stats
+
+    launches = np.asarray(launches)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    m, sd = launches.mean(), launches.std(ddof=1)
+    return float(winkler(m - z * sd, m + z * sd, launches, alpha).mean())
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """One rule on one setting: each figure (estimate, 2.5%, 97.5%) over a bootstrap of launches and draws."""
+
+    setting: str
+    rule: str
+    draws: int
+    refused: float
+    coverage: tuple
+    median_error: tuple  # |prediction − launch mean|, accuracy
+    half_width: tuple  # accuracy
+    score_ratio: tuple  # mean interval score ÷ the oracle's
+    compute: float
+    laws: dict  # the law each launched draw chose (the largest weight): draws
+
+    def row(self) -> str:
+        if math.isnan(self.coverage[0]):
+            return (f"| {self.setting} | {self.rule} | {self.draws} | {self.refused:.3f} | — | — | — | — | "
+                    f"{self.compute:.3f} | — |")
+        ci = lambda t, k=1, f=".3f": f"{k * t[0]:{f}} [{k * t[1]:{f}}, {k * t[2]:{f}}]"  # noqa: E731
+        laws = ", ".join(f"{form} {n}" for form, n in sorted(self.laws.items(), key=lambda kv: -kv[1]))
+        return (f"| {self.setting} | {self.rule} | {self.draws} | {self.refused:.3f} | {ci(self.coverage)} | "
+                f"{ci(self.median_error, 100, '.2f')} | {ci(self.half_width, 100, '.2f')} | "
+                f"{ci(self.score_ratio, 1, '.2f')} | {self.compute:.3f} | {laws} |")
+
+
+YARDSTICK_HEADER = ("| setting | rule | draws | refused | coverage [95% CI] | median \\|pred − launch mean\\| (pts) [CI] | "
+                    "mean half-width (pts) [CI] | interval score ÷ oracle's [CI] | proxy compute | law chosen (launched "
+                    "draws) |\n|---|---|---|---|---|---|---|---|---|---|")
+
+
+def yardstick(pool: Pool, outcomes: list[Outcome], rule: str, boot: int = 1000, seed: int = 0) -> Yardstick:
+    """The figures a user judges a prediction by, for the launched draws against the pool's launches:
+    coverage, median |prediction − launches' mean|, mean half-width and the interval score's ratio to the
+    oracle's (oracle_score). Each with a percentile bootstrap that resamples the launches (their mean, spread
+    and the oracle move with them) and the draws (the replay's own Monte Carlo error) together."""
+    from collections import Counter
+
+    exhausted = sum(o.exhausted for o in outcomes)
+    outcomes = [o for o in outcomes if not o.exhausted]
+    rule += f" ({exhausted} draws past the pool left out)" if exhausted else ""
+    launched = [o for o in outcomes if o.launched]
+    refused, compute = 1 - len(launched) / len(outcomes), statistics.fmean(o.compute for o in outcomes)
+    nan3 = (math.nan,) * 3
+    if not launched:
+        return Yardstick(pool.name, rule, len(outcomes), refused, nan3, nan3, nan3, nan3, compute, {})
+    launches = np.asarray(pool.launches)
+    low, high = np.array([o.low for o in launched]), np.array([o.high for o in launched])
+    pred = np.array([o.prediction for o in launched])
+    cover = (launches[None] >= low[:, None]) & (launches[None] <= high[:, None])
+    score = winkler(low[:, None], high[:, None], launches[None])
+    half = (high - low) / 2
+
+    def figures(d, lidx):
+        ls = launches[lidx]
+        oracle = oracle_score(ls)  # 0 for a resample of one launch repeated: no ratio then
+        return (cover[np.ix_(d, lidx)].mean(), np.median(np.abs(pred[d] - ls.mean())), half[d].mean(),
+                score[np.ix_(d, lidx)].mean() / oracle if oracle > 0 else math.nan)
+
+    everything = figures(np.arange(len(launched)), np.arange(len(launches)))
+    rng = np.random.default_rng(seed)
+    reps = np.array([figures(rng.integers(0, len(launched), len(launched)), rng.integers(0, len(launches), len(launches)))
+                     for _ in range(boot)])
+    lo, hi = np.nanpercentile(reps, 2.5, axis=0), np.nanpercentile(reps, 97.5, axis=0)
+    est = [(float(e), float(a), float(b)) for e, a, b in zip(everything, lo, hi)]
+    return Yardstick(pool.name, rule, len(outcomes), refused, *est, compute, dict(Counter(o.form for o in launched)))
 
 
 PARTS_HEADER = ("| setting | std of the law's mean at B (pts) | one launch's std, estimated (pts) | launch pool's std (pts) | "
@@ -553,11 +667,14 @@ def main() -> None:
                         "oracle within the ladder's budget could print (docs/calibration.md, 'The width's floor')")
     parser.add_argument("--budget", action="store_true", help="also the rule with fit.compute_budget 0 and 0.25, "
                         "with 3 (the default) and 4 seeds a rung (docs/calibration.md, 'Results')")
+    parser.add_argument("--before", action="store_true", help="also the rule before issue 48 (fit.law = knee, the "
+                        "default until then) on the same draws' seeds (docs/calibration.md, 'The yardstick')")
+    parser.add_argument("--boot", type=int, default=1000, help="bootstrap replicates of the yardstick's CIs")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
     print(HEADER)
-    parts, floors = [], []
+    parts, floors, sticks = [], [], []
     for name in args.setting or list(SETTINGS):
         path = Path(args.pools) / f"{name}.jsonl"
         if not path.is_file():
@@ -569,11 +686,22 @@ def main() -> None:
                   f"experiments/calibration_pools.py --setting {name} resumes it) |")
             continue
         spent = sweep_spent(SETTINGS[name])  # the pipeline's ladder gets what fit.compute_budget leaves after it
-        cfg = setting_config(SETTINGS[name])  # the rule of record is the setting's config's [fit]
+        cfg = setting_config(SETTINGS[name])  # the rule of record is the setting's config's [fit] ...
+        own_law, default_law = cfg.fit.law, type(cfg.fit)().law
+        cfg = cfg.with_overrides({"fit.law": default_law})  # ... with the package's law: no user sets fit.law
         new, old = replay(pool, args.draws, previous_fraction=SETTINGS[name].previous_fraction, sweep_spent=spent,
                           cfg=cfg)
         print(evaluate(pool, new, "this rule").row())
         print(evaluate(pool, old, "previous").row())
+        sticks.append(yardstick(pool, new, f"this rule (fit.law = {default_law})", args.boot).row())
+        # Every draw builds its Draws from the same number of generator calls, whatever the rule: the same seed
+        # gives the same draws, so the rows below are paired with the one above.
+        others = ([("before: fit.law = knee", "knee")] if args.before else []) + \
+            ([(f"the config's fit.law = {own_law}", own_law)] if own_law not in (default_law, "knee") else [])
+        for label, law in others:
+            rng = np.random.default_rng(0)
+            outs = [new_rule(pool, rng, cfg=cfg, sweep_spent=spent, sets=(f"fit.law={law}",)) for _ in range(args.draws)]
+            sticks.append(yardstick(pool, outs, label, args.boot).row())
         parts.append(parts_row(pool, new))
         floors.append(floor_row(pool, budget_of(cfg, spent).per_step, new))
         chosen = {**(VARIANTS if args.variants else {}), **(BUDGET_VARIANTS if args.budget else {})}
@@ -588,6 +716,7 @@ def main() -> None:
         if args.figures:
             Path(args.figures).mkdir(parents=True, exist_ok=True)
             figure(pool, new, old, Path(args.figures) / f"{name}.png")
+    print("\n" + YARDSTICK_HEADER + "\n" + "\n".join(sticks))
     if args.parts:
         print("\n" + PARTS_HEADER + "\n" + "\n".join(parts))
     if args.floor:

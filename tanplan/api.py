@@ -33,6 +33,7 @@ from tanplan.outcomes.optimize import OptimizeResult
 from tanplan.outcomes.pipeline import RunResult
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 from tanplan.outcomes.sweep import SweepResult
+from tanplan.privacy.init_provenance import released_folder
 from tanplan.workflow.frontier_plan import frontier_entry
 from tanplan.workflow.planning import PROXY_CAVEAT, plan_entry, proxy_entry
 
@@ -124,6 +125,16 @@ def pretrain(config: ConfigLike = None, out: str | os.PathLike | None = None, *,
     from tanplan.workflow.pretrain import pretrain_entry  # lazy: JAX; `import tanplan` stays JAX-free
 
     return pretrain_entry(as_config(config, overrides), out, progress=progress)
+
+
+def load_run(folder: str | os.PathLike):
+    """The LoadedRun (module, params, jitted predict, model card) of a run folder, its model/ folder, or a `tanplan
+    run` folder (<folder>/launch/model); UsageError (one line) when the folder holds none."""
+    from tanplan.engine.release import load_run as read  # lazy: JAX; `import tanplan` stays JAX-free
+
+    if not isinstance(folder, (str, os.PathLike)):
+        raise UsageError(f"folder {folder!r} is not allowed: give a run folder's path")
+    return read(released_folder(folder, "folder"))
 
 
 @typed

@@ -256,8 +256,9 @@ class FitConfig:
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)
-    law: str = setting("knee", "knee | noise | flat | log-linear | auto: the form of the batch law; auto chooses "
-                       "between knee and noise by held-out error (tanplan.laws.batch_law)",
+    law: str = setting("auto", "auto | knee | noise | flat | log-linear: the form of the batch law; auto (the "
+                       "default) averages knee and noise, weighted by how well each predicts the top rungs from "
+                       "those below, their disagreement in the interval (tanplan.laws.batch_law, docs/ladder.md)",
                        choices=("knee", "noise", "flat", "log-linear", "auto"))
 
 
@@ -381,6 +382,11 @@ def with_tuned(cfg: "Config", overrides: Mapping[str, Any], where: str) -> "Conf
     """cfg with the overrides a sweep chose (best.json), refusing any key the guarantee rests on."""
     check_tunable(overrides, where)
     return cfg.with_overrides(dict(overrides)) if overrides else cfg
+
+
+def check_value(cfg: "Config", dotted: str, value: Any) -> None:
+    """UsageError unless cfg accepts value at the dotted key (a sweep's choice, checked before any trial)."""
+    cfg.with_overrides({dotted: value})
 
 
 def _split_key(dotted: str) -> tuple[str, str]:

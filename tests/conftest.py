@@ -1,33 +1,50 @@
-"""Test-session set-up: hermetic caches and the process settings that `tanplan` itself makes.
+"""Test-session set-up: hermetic caches, the process settings that `tanplan` itself makes, and what keeps a cold
+`make test` short on a small CPU (issue 45).
 
-Every session gets its own empty cache folder: the data cache (TANPLAN_CACHE), XDG_CACHE_HOME, matplotlib's
-and JAX's persistent compilation cache, so that the suite behaves on a warm machine exactly as on a new one,
-and never writes to the home directory. The folder is made once per session by the process pytest was
-started in and shared by its xdist workers (they inherit its environment; TANPLAN_TEST_SESSION_CACHE names
-it): a program one worker or one `tanplan` subprocess compiled, the others load instead of compiling it again,
-and a dataset one generated the others read. Only the process that made it deletes it, at the session's end.
-JAX caches every program (no minimum compile time): the suite's programs are small, and compiling them again
-in each process, not running them, is most of what it spends.
+Caches. Every session gets its own empty cache folder: the data cache (TANPLAN_CACHE), XDG_CACHE_HOME,
+matplotlib's and JAX's persistent compilation cache, so that the suite behaves on a warm machine exactly as on a
+new one, and never writes to the home directory. The folder is made once per session by the process pytest was
+started in and shared by its xdist workers (they inherit its environment; TANPLAN_TEST_SESSION_CACHE names it):
+a program one worker or one `tanplan` subprocess compiled, the others load instead of compiling it again, and a
+dataset one generated the others read. Only the process that made it deletes it, at the session's end. JAX
+caches every program (no minimum compile time): the suite's programs are small, and compiling them, not running
+them, is most of what it spends.
 
-Where JAX runs on the CPU alone, XLA compiles for compile time, not run time (FAST_XLA_FLAGS, put in XLA_FLAGS
-so that `tanplan` subprocesses inherit them: LLVM's optimisations off, the loop emitters instead of the fusion
-emitters, one code-generation thread): the suite's tiny programs run in micro- to milliseconds either way, and
-compiling them costs a third of the CPU (the shrunk CIFAR-10 launch of tests/workflow/test_experiments.py: 87
-→ 28 CPU-s). Runs compared with each other in a test compile alike.
+Compilation. Where JAX runs on the CPU alone, XLA compiles for compile time, not run time (FAST_XLA_FLAGS, put in
+XLA_FLAGS so that `tanplan` subprocesses inherit them: LLVM's optimisations off, the loop emitters instead of the
+fusion emitters, one code-generation thread, Eigen on one thread): the suite's tiny programs run in micro- to
+milliseconds either way, and compiling them costs a third of the CPU (the shrunk CIFAR-10 launch of
+tests/workflow/test_experiments.py: 87 → 28 CPU-s; tests/dp/: 177 → 66). Runs compared within a test compile
+alike.
 
-dp_accounting's RDP of one order of the subsampled Gaussian (_compute_log_a, a pure function of three floats)
-is memoised in each test process: the planners, ledgers and audits of the suite ask for the same curves again
-and again (687 curves, 102 distinct, in tests/workflow/test_optimize.py, test_final_audit.py and
-test_total_budget.py), each a few hundred series evaluations per order. The values are the library's own.
+Threads. Each test process runs numpy's BLAS (and OpenMP) on one thread, and so do its subprocesses: the two
+xdist workers already take both cores, and a BLAS pool of two threads per worker spins against the other worker
+(tests/laws/: 29 CPU-s, 5.6 on one thread; the metrics-every-step run of tests/engine/test_step_cost.py: 15.6,
+3.5). Variables already set are kept.
 
-TANPLAN_TEST_PLAIN=1 turns both off (XLA's default compilation, dp_accounting as installed): `make test-all`
-sets it, so that every test, the slow ones included, also runs as users' runs do.
+Accounting. dp_accounting's RDP of one order of the subsampled Gaussian (_compute_log_a, a pure function of three
+floats) is memoised in each test process: the planners, ledgers and audits of the suite ask for the same curves
+again and again (687 curves, 102 distinct, in tests/workflow/test_optimize.py, test_final_audit.py and
+test_total_budget.py; test_optimize.py: 66 → 22 CPU-s). The values are the library's own.
+
+TANPLAN_TEST_PLAIN=1 turns the compilation flags and the memo off (XLA's default compilation, dp_accounting as
+installed): `make test-all` sets it, so that every test, the slow ones included, also runs as users' runs do.
+
+Order. The costliest modules are collected first (HEAVY_FIRST; the Makefile runs xdist's loadscope without its
+own reordering, which hands out the modules with the most tests first): a long module started last would leave
+the other worker idle at the end. The order changes when a test runs, never what it does.
+
+TANPLAN_TEST_CPU_LOG=<file> appends each test's CPU-s (its process and the subprocesses it waited for) to the file:
+what the order above and issue 45's figures were read from.
+
 This directory is on sys.path, so tests import the shared `helpers` and `fakes` modules by name.
 """
 
 import functools
+import math
 import os
 import shutil
+import sqlite3
 import tempfile
 
 _SHARED = "TANPLAN_TEST_SESSION_CACHE"
@@ -42,11 +59,14 @@ os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(_CACHE, "jax")
 os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 os.environ["MPLCONFIGDIR"] = os.path.join(_CACHE, "matplotlib")
 os.environ.pop("TANPLAN_NO_JAX_CACHE", None)
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")  # read when numpy loads, below this module (see above)
 
 from tanplan.runtime import configure_process, cpu_only  # noqa: E402  (after the cache variables are set)
 
 FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true",
-                  "--xla_cpu_use_fusion_emitters=false", "--xla_cpu_parallel_codegen_split_count=1")
+                  "--xla_cpu_use_fusion_emitters=false", "--xla_cpu_parallel_codegen_split_count=1",
+                  "--xla_cpu_multi_thread_eigen=false")
 _PLAIN = bool(os.environ.get("TANPLAN_TEST_PLAIN"))
 if cpu_only() and not _PLAIN:
     _flags = os.environ.get("XLA_FLAGS", "")  # the user's own flags kept (an xdist worker's has them already)
@@ -54,8 +74,40 @@ if cpu_only() and not _PLAIN:
 configure_process()
 
 
+class _SharedLogA:
+    """The values of _compute_log_a this session's test processes computed, in one SQLite file of the session
+    cache: the xdist workers plan the same configs (the demo's plan figures, the ladders' proxies) and read
+    what the other computed instead of summing the series again. A value is stored as the float it was."""
+
+    def __init__(self, path: str):
+        self.path, self.pid, self.db = path, None, None
+
+    def _connection(self):
+        if self.pid != os.getpid():  # a forked process opens its own
+            self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("CREATE TABLE IF NOT EXISTS log_a (q REAL, s REAL, a REAL, v REAL, PRIMARY KEY (q, s, a))")
+            self.pid = os.getpid()
+        return self.db
+
+    def get(self, key):
+        try:
+            row = self._connection().execute("SELECT v FROM log_a WHERE q=? AND s=? AND a=?", key).fetchone()
+        except (sqlite3.Error, TypeError):  # an argument SQLite cannot bind, or a busy file: computed
+            return None
+        return None if row is None else row[0]
+
+    def put(self, key, value) -> None:
+        if isinstance(value, float) and math.isfinite(value):  # SQLite keeps no NaN; ±inf computed again
+            try:
+                self._connection().execute("INSERT OR IGNORE INTO log_a VALUES (?, ?, ?, ?)", (*key, value))
+            except (sqlite3.Error, TypeError):
+                pass
+
+
 def _memoise_rdp() -> None:
-    """Put a cache in front of dp_accounting's _compute_log_a(q, noise_multiplier, alpha) (see above)."""
+    """Put a cache in front of dp_accounting's _compute_log_a(q, noise_multiplier, alpha) (see above): this
+    process's own, then the session's (_SharedLogA)."""
     try:
         from dp_accounting.rdp import rdp_privacy_accountant as rdp
     except ImportError:  # pragma: no cover - the test extra installs it
@@ -63,7 +115,20 @@ def _memoise_rdp() -> None:
     plain = getattr(rdp, "_compute_log_a", None)
     if plain is None or hasattr(plain, "plain"):  # another version of the library, or done already
         return
-    cached = functools.lru_cache(maxsize=1 << 20)(plain)
+    shared = _SharedLogA(os.path.join(_CACHE, "rdp_log_a.sqlite"))
+
+    def computed(q, noise_multiplier, alpha):
+        try:
+            key = (float(q), float(noise_multiplier), float(alpha))
+        except TypeError:  # not three numbers: computed as the library does
+            return plain(q, noise_multiplier, alpha)
+        value = shared.get(key)
+        if value is None:
+            value = plain(q, noise_multiplier, alpha)
+            shared.put(key, value)
+        return value
+
+    cached = functools.lru_cache(maxsize=1 << 20)(computed)
 
     def log_a(q, noise_multiplier, alpha):
         try:
@@ -79,6 +144,35 @@ if not _PLAIN:
     _memoise_rdp()
 
 
+# The modules that cost most CPU-s in a cold `make test` (issue 45), costliest first; the rest keep their order.
+HEAVY_FIRST = ("test_api_doc.py", "workflow/test_planned_compute.py", "workflow/test_total_budget.py",
+               "workflow/test_launch_devices.py", "engine/test_routes.py", "workflow/test_final_audit.py",
+               "engine/test_two_processes.py", "test_plugins.py", "commands/test_frontier_commands.py",
+               "workflow/test_audit.py", "privacy/test_accounting.py", "dp/test_ghost_layers.py",
+               "workflow/test_ladder.py", "workflow/test_experiments.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {f"tests/{path}": i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: modules stay whole
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _OWNER:
         shutil.rmtree(_CACHE, ignore_errors=True)
+
+
+_CPU_LOG = os.environ.get("TANPLAN_TEST_CPU_LOG")  # a file: each test's CPU-s (its process and its children)
+
+
+if _CPU_LOG:
+    import pytest
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        before = os.times()
+        yield
+        after = os.times()
+        cpu = sum(after[i] - before[i] for i in range(4))  # user, system, children's user and system
+        with open(_CPU_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{cpu:.2f}\t{item.nodeid}\n")

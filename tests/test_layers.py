@@ -6,6 +6,7 @@ a tanplan module inside a function says why it is not at module level (`# lazy: 
 `tanplan plan` loads no JAX."""
 
 import ast
+import functools
 import io
 import re
 import subprocess
@@ -47,6 +48,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.lru_cache(maxsize=None)  # every check reads the same graph: each file is parsed once a process
 def imports(path: Path) -> list[str]:
     """Every module named by an import anywhere in the file (functions included)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -57,7 +59,7 @@ def imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
             found += [f"{node.module}.{alias.name}" for alias in node.names]
-    return found
+    return tuple(found)
 
 
 def graph() -> dict[str, set[str]]:

@@ -30,8 +30,8 @@ def configure(parser) -> None:
     parser.add_argument("--proxy-batch-size", type=positive_int, help="proxy batch for --vary steps or data "
                         "(default: the smallest of explicit --batch-sizes)")
     parser.add_argument("--law", choices=("knee", "noise", "flat", "log-linear", "auto"), help="the form of the batch "
-                        "law: a rise to a knee then a plateau, a + c/B', a, a + b·ln B', or auto (knee or noise by "
-                        "held-out error; default [fit] law)")
+                        "law: a rise to a knee then a plateau, a + c/B', a, a + b·ln B', or auto (knee and noise averaged by "
+                        "out-of-sample fit on the top rungs; default [fit] law)")
     parser.add_argument("--launch-anyway", action="store_true", help="exit 0 even when the verdict says the law "
                         "cannot be launched on (an interval wider than fit.max_half_width, or outside [0, 1])")
     parser.add_argument("--out", required=True, metavar="DIR")

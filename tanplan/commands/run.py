@@ -32,7 +32,9 @@ def configure(parser) -> None:
                         "options): finished sweep trials, ladder rungs and launch are kept, stopped runs continue")
     parser.add_argument("--dry-run", action="store_true", help="print each stage's planned compute (example-"
                         "gradients, and as a fraction of the target's) and its wall time at a measured throughput (the "
-                        "runs already in --out, else a few timed steps of the model on random inputs), and train nothing")
+                        "runs already in --out, else a few timed steps of the model on random inputs) after every "
+                        "check the run makes before it trains (the data loaded, the public set checked against the "
+                        "private one); train nothing")
     parser.add_argument("--no-probe", action="store_true", help="with --dry-run: no timed probe of the model's step "
                         "(wall times only from runs already in --out or a probe in the cache)")
     parser.add_argument("--json", action="store_true")
@@ -62,9 +64,11 @@ def execute(args) -> int:
 def _dry_run(args) -> int:
     """The stages' planned compute (PlannedCompute), checked as `run` checks them before any data; no folder."""
     from tanplan.workflow.pipeline import costs  # lazy: JAX (the ladder's module); the cli imports every command
+    from tanplan.workflow.pipeline.run import dry_check  # lazy: JAX
 
     cfg = api.as_config(args.config, args.set)
     planned = costs.dry_run(cfg, args.proxy_batch_size, args.trials)
+    dry_check(cfg, args.out, proxy_batch_size=args.proxy_batch_size, trials=args.trials, address=args.address)
     planned = costs.timed(planned, cfg, args.out, measure=not args.no_probe)  # the runs in --out, else a probe
     if args.json:
         print_json(planned.to_dict())

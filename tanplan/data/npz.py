@@ -73,8 +73,8 @@ def _inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def peek_rank(path) -> int | None:
-    """The number of dimensions of x_train in the .npz at path, from its header alone (None if unreadable)."""
+def peek_shape(path) -> tuple[int, ...] | None:
+    """The shape of x_train in the .npz at path as stored, from its header alone (None if unreadable)."""
     try:
         with zipfile.ZipFile(Path(path).expanduser()) as archive, archive.open("x_train.npy") as f:
             fmt = np.lib.format
@@ -82,5 +82,13 @@ def peek_rank(path) -> int | None:
             read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
             shape, _, _ = read(f)
     except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
+        return None
+    return tuple(int(d) for d in shape)
+
+
+def peek_rank(path) -> int | None:
+    """The number of dimensions of x_train in the .npz at path, from its header alone (None if unreadable)."""
+    shape = peek_shape(path)
+    if shape is None:
         return None
     return len(shape) + (1 if len(shape) == 2 else 0)  # (n, d) is read as (n, d, 1)

@@ -9,9 +9,13 @@ time. Here instead ("ghost clipping" with "book-keeping"; Li et al. 2022, Bu et 
    gradients δ_l of its outputs; rows do not interact (no BatchNorm), so row i of δ_l is example i's own.
    No weight gradient is computed in this pass;
 2. example i's squared gradient norm is Σ_l ||∂loss_i/∂θ_l||², each term from (a_l,i, δ_l,i) alone:
-   Dense and Conv (through patches) have gradient a_i^T·δ_i, whose norm comes from ||a||·||δ|| (one
-   position), the Gram identity <a a^T, δ δ^T> (few positions), or the formed a_i^T·δ_i (many); any
-   other layer (GroupNorm, LayerNorm, ...) by vmapping its own vjp over examples;
+   Dense (also over token sequences), DenseGeneral (attention projections) and Conv (through patches)
+   have gradient a_i^T·δ_i, whose norm comes from ||a||·||δ|| (one position), the T×T Gram identity
+   <a a^T, δ δ^T> or the formed a_i^T·δ_i, whichever costs less at the layer's shapes (and fits);
+   Embed from a Gram with an equality mask, WSConv from its formed kernel gradient chained through the
+   weight standardisation (tanplan.dp.ghost_layers); parameters a module owns beside its sub-layers
+   (a skip gain) by replaying its glue code with the sub-layers' recorded outputs (tanplan.dp.ghost_owner);
+   any other layer (GroupNorm, LayerNorm scales and biases, ...) by vmapping its own vjp over examples;
 3. w_i = min(1, C/||g_i||) (0 for padding rows and for non-finite norms), and the clipped sum
    Σ_i w_i·g_i is assembled layer by layer: one product a^T(w ⊙ δ), or Σ_i w_i·G_i from the formed G_i.
 
@@ -20,7 +24,8 @@ example changes it by at most C (L2): sensitivity C under ADD_OR_REMOVE_ONE, as 
 assumes. Only the parameters given are differentiated: with frozen ones merged in by logits_fn
 (tanplan.dp.partition), a layer holding none of them is not recorded, so it adds nothing to the norms
 and costs no backward pass of its own; a layer holding some but not all is refused (the vmap route).
-It relies on every parameter living in exactly one layer called once per example row;
+It relies on every parameter living in exactly one layer called once per example row (a module's own
+parameters beside sub-layers count as its layer, when they do not feed a sub-layer's input);
 `unsupported_reason` checks that structure and compares the norms with directly computed per-example
 gradients on a small batch before a run uses this route (train.grad_method = "auto" falls back to the
 vmap route otherwise). Per-example losses and accuracies come back unprivatised (diagnostics only).
@@ -38,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tanplan.dp import augmult
+from tanplan.dp import augmult, ghost_layers, ghost_owner
 
 _HIGHEST = jax.lax.Precision.HIGHEST  # norms decide the clipping: no reduced-precision matmuls there
 
@@ -49,6 +54,8 @@ class _Call:
     module: nn.Module  # unbound copy of the layer, to re-apply it to its recorded input
     out_shape: jax.ShapeDtypeStruct
     in_rows: int
+    own: tuple[str, ...] | None = None  # a module with sub-layers: the parameters it owns itself (else None)
+    inner: range = range(0)  # such a module's recorded sub-layer calls (indices into the tape's calls)
 
 
 class _Tape:
@@ -59,6 +66,8 @@ class _Tape:
         self.perturbations = perturbations
         self.calls: list[_Call] = []
         self.inputs: list[jax.Array] = []
+        self.outputs: list[jax.Array] = []  # read only by modules that own parameters beside sub-layers
+        self.variables: list[Any] = []  # such a module's variables (frozen ones merged in), else None
         self.problems: list[str] = []
 
     def __call__(self, next_fun, args, kwargs, context):
@@ -71,24 +80,29 @@ class _Tape:
         mine = _subtree(self.params, tuple(module.path))
         if mine is None:  # frozen (tanplan.dp.partition): no perturbation, no norm, no backward pass for it
             return next_fun(*args, **kwargs)
+        owner = len(own) != len(params)  # parameters of its own beside sub-layers: ghost_owner
+        if owner and not any(k in mine for k in own):  # its own parameters frozen: only its sub-layers train
+            return next_fun(*args, **kwargs)
         if any(k not in mine for k in own):
             self.problems.append(f"layer {path} is partly frozen")
-        if len(own) != len(params):
-            self.problems.append(f"layer {path} owns parameters and sub-layers")
         if context.method_name != "__call__":
             if context.method_name != "setup" and not context.method_name.startswith("_"):
                 self.problems.append(f"layer {path} is used through its method {context.method_name}")
             return next_fun(*args, **kwargs)
         if len(args) != 1 or kwargs:
             self.problems.append(f"layer {path} is called with more than one input")
+        first = len(self.calls)
         out = next_fun(*args, **kwargs)
         index = len(self.calls)
         x = args[0]
         self.calls.append(_Call(tuple(module.path), module.clone(parent=None),
-                                jax.ShapeDtypeStruct(jnp.shape(out), jnp.result_type(out)), jnp.shape(x)[0]))
+                                jax.ShapeDtypeStruct(jnp.shape(out), jnp.result_type(out)), jnp.shape(x)[0],
+                                tuple(own) if owner else None, range(first, index) if owner else range(0)))
         self.inputs.append(x)
+        self.variables.append(jax.tree.map(lambda v: v, dict(module.variables)) if owner else None)
         if self.perturbations is not None:
             out = out + self.perturbations[index]
+        self.outputs.append(out)
         return out
 
 
@@ -114,6 +128,8 @@ def _structure_problems(calls: list[_Call], tape_problems: list[str], params, ro
         if sub is None:
             problems.append(f"layer {'/'.join(call.path)} has no parameters at its path")
             continue
+        if call.own is not None:  # a module with sub-layers covers only the parameters it owns itself
+            sub = {k: sub[k] for k in call.own if k in sub}
         for leaf_path in _leaf_paths(sub):
             covered[call.path + leaf_path] = covered.get(call.path + leaf_path, 0) + 1
         if call.in_rows != rows or (call.out_shape.shape[:1] != (rows,)):
@@ -159,8 +175,8 @@ def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True
 
     a (n·rows, ..., D) are the layer's inputs (or patches), d (n·rows, ..., O) its output gradients,
     T positions per example. By cost: T = 1 (dense layers): norms ||a||·||δ||, then one product a^T(w⊙δ);
-    T(D + O) < D·O (few positions, wide layers): Gram norms, then the same product; otherwise (convolutions
-    on large maps), if they fit in `budget` bytes (None: MAX_PER_EXAMPLE_BYTES): form each example's
+    Gram norms cheaper (ghost_layers.gram_cheaper: few positions, wide layers): Gram norms, then the same
+    product; otherwise (convolutions on large maps), if they fit in `budget` bytes (None: MAX_PER_EXAMPLE_BYTES): form each example's
     gradient G_i = a_i^T δ_i once and take both its norm and Σ w_i G_i from it (no second product; the
     clipped terms are exactly the ones measured).
     """
@@ -169,7 +185,7 @@ def _matrix_route(a, d, n, use_bias: bool, kernel_shape, need_norms: bool = True
     positions, dim_in, dim_out = a.shape[1], a.shape[2], d.shape[2]
     bias_rows = jnp.sum(d, 1) if use_bias else None
     sq = None
-    gram_cheaper = positions * (dim_in + dim_out) < dim_in * dim_out
+    gram_cheaper = ghost_layers.gram_cheaper(positions, dim_in, dim_out)
     fits = n * dim_in * dim_out * 4 <= (MAX_PER_EXAMPLE_BYTES if budget is None else budget)
     if need_norms and positions > 1 and not gram_cheaper and fits:
         per_example = jnp.einsum("ntd,nto->ndo", a, d)
@@ -290,11 +306,43 @@ def _generic_route(call: _Call, params, a, d, n, need_norms: bool = True):
 
 def _kind(call: _Call, a) -> str:
     m = call.module
+    if call.own is not None:
+        return "owner"
     if type(m) is nn.Dense:
         return "dense"
+    if type(m) is nn.DenseGeneral and jnp.ndim(a) >= 2 and ghost_layers.dense_general_axes(m, jnp.ndim(a)):
+        return "dense_general"
     if type(m) is nn.Conv and jnp.ndim(a) >= 3 and _conv_geometry(m, jnp.ndim(a) - 2) is not None:
         return "conv"
+    if type(m) is nn.Embed and m.num_embeddings > 1 and jnp.issubdtype(jnp.result_type(a), jnp.integer):
+        return "embed"
+    if ghost_layers.is_wsconv(m, a):
+        return "wsconv"
     return "generic"
+
+
+def _layer_route(calls: list[_Call], index: int, p, a, d, n: int, need_norms: bool, budget: int, tape_out):
+    """(squared norms (n,), weighted) of the recorded layer call calls[index], by its kind; weighted(w) =
+    Σ_i w_i·g_i shaped like the layer's parameters. tape_out: (outputs, variables) of the recording pass."""
+    call = calls[index]
+    kind = _kind(call, a)
+    if kind == "owner":  # its sub-layers are replayed from their recorded outputs
+        outputs, variables = tape_out
+        inner = {calls[i].path: _at_least_f32(outputs[i]) for i in call.inner}
+        return ghost_owner.owner_route(call.module, variables[index], call.own, call.path, a, d, inner, n)
+    if kind == "embed":
+        return ghost_layers.embed_route(call.module, a, d, n, need_norms)
+    if kind == "wsconv":
+        patches = _patches(a, call.module.kernel_size, call.module.strides, (1,) * (a.ndim - 2), "SAME")
+        return ghost_layers.wsconv_route(call.module, p, patches, d, n, budget, need_norms)
+    if kind == "generic":
+        return _generic_route(call, p, a, d, n, need_norms)
+    if kind == "conv":
+        a = _conv_patches(call.module, a)
+    elif kind == "dense_general":
+        a, d = ghost_layers.dense_general_inputs(call.module, a, d)
+    sq, weighted = _matrix_route(a, d, n, "bias" in p, p["kernel"].shape, need_norms, budget)
+    return sq, lambda w: {k: g.reshape(p[k].shape) for k, g in weighted(w).items()}
 
 
 def _at_least_f32(a):
@@ -332,24 +380,17 @@ def ghost_clipped_grad_sum(logits_fn, clip_norm: float | None, augment=None, aug
 
         def forward(perturbations):
             total, (losses, acc, tape) = _record(losses_fn, params, x, y, keys, mask, perturbations)
-            return total, (losses, acc, tape.inputs)
+            return total, (losses, acc, tape.inputs, (tape.outputs, tape.variables))
 
-        (_, (losses, acc, inputs)), deltas = jax.value_and_grad(forward, has_aux=True)(zeros)
+        (_, (losses, acc, inputs, tape_out)), deltas = jax.value_and_grad(forward, has_aux=True)(zeros)
 
         # Squared norm of each example's gradient, layer by layer, and how to sum them weighted.
         sq = jnp.zeros((n,), jnp.float32)
         routes = []
-        for call, a, d in zip(calls, inputs, deltas):
+        for index, (call, a, d) in enumerate(zip(calls, inputs, deltas)):
             a, d = _at_least_f32(a), _at_least_f32(d)  # bfloat16 layers: norms and sums in float32
-            p = _subtree(params, call.path)
-            kind = _kind(call, a)
-            if kind == "dense":
-                layer_sq, weighted = _matrix_route(a, d, n, "bias" in p, p["kernel"].shape, need_norms, budget)
-            elif kind == "conv":
-                layer_sq, weighted = _matrix_route(_conv_patches(call.module, a), d, n, "bias" in p,
-                                                   p["kernel"].shape, need_norms, budget)
-            else:
-                layer_sq, weighted = _generic_route(call, p, a, d, n, need_norms)
+            layer_sq, weighted = _layer_route(calls, index, _subtree(params, call.path), a, d, n, need_norms,
+                                              budget, tape_out)
             if need_norms:
                 sq = sq + layer_sq
             routes.append((call.path, weighted))
@@ -419,8 +460,15 @@ def _unsupported_reason(logits_fn, params, example_x, *, numeric: bool, rtol: fl
     except Exception as err:  # a model this route cannot trace: use the vmap route
         return f"tracing failed ({type(err).__name__}: {err})"
     problems = _structure_problems(probe.calls, probe.problems, params, n)
-    if problems or not numeric:
-        return problems[0] if problems else None
+    if problems:
+        return problems[0]
+    fn = jax.jit(ghost_clipped_grad_sum(logits_fn, 1.0, return_norms=True))
+    try:  # tracing refuses a module whose own parameters feed its sub-layers (ghost_owner.reaching)
+        jax.eval_shape(fn, params, x, y, keys, jnp.ones((n,), bool))
+    except ValueError as err:
+        return str(err)
+    if not numeric:
+        return None
     direct = per_example_grads(logits_fn, params, x, y, keys)
     clip = 0.5 * _tree_norm(direct[0])  # binds for example 0
     fn = jax.jit(ghost_clipped_grad_sum(logits_fn, clip, return_norms=True))

@@ -10,8 +10,9 @@ each, tanplan.dp.sampling.batch_layout), the per-layer route forms a layer's per
 device's share of them fits in tanplan.dp.ghost.MAX_PER_EXAMPLE_BYTES and takes Gram-matrix norms
 otherwise (more arithmetic: +50% for WRN-16-4 at 128 rows × 16 views), and the vmap route runs on each
 device's rows (tanplan.dp.sharding.sum_per_device).
-- "estimate" (the default): XLA's FLOP count (cost analysis of each route's grad sum, lowered, not compiled)
-  at one device's rows. The per-layer route is kept unless it costs more than MARGIN × the vmap route's:
+- "estimate" (the default): XLA's FLOP count (cost analysis of each route's grad sum, lowered, not compiled;
+  the compiled executable's where the lowering has none) at one device's rows; where a route still has no
+  count, both are timed as under "measure" (a cost of 0 is never reported). The per-layer route is kept unless it costs more than MARGIN × the vmap route's:
   where it forms per-example gradients its count is within a few percent of vmap's (the same products, plus
   norms), but it runs them as batched matrix products, while vmap's per-example convolution gradients run
   less efficiently (on CPU far slower); only the Gram fallback makes it much costlier.
@@ -42,9 +43,12 @@ def costs(fns: dict, params, example_x, rows: int, mode: str, key) -> tuple[dict
     memo = (key, rows, mode, jax.default_backend())
     if memo not in _COSTS:
         args = _public_args(params, example_x, rows)
-        _COSTS[memo] = {name: (_timed(fn, args) if mode == "measure" else _flops(fn, args))
-                        for name, fn in fns.items()}
-    return _COSTS[memo], ("ms" if mode == "measure" else "GFLOP")
+        found = {name: _flops(fn, args) for name, fn in fns.items()} if mode != "measure" else {}
+        if mode == "measure" or not all(v > 0 for v in found.values()):  # no count for a route: time them all
+            _COSTS[memo] = ({name: _timed(fn, args) for name, fn in fns.items()}, "ms")
+        else:
+            _COSTS[memo] = (found, "GFLOP")
+    return _COSTS[memo]
 
 
 def verdict(found: dict, unit: str, rows: int, views: int) -> tuple[str, str]:
@@ -55,9 +59,7 @@ def verdict(found: dict, unit: str, rows: int, views: int) -> tuple[str, str]:
     figures = f"ghost {g * scale:.4g} {unit}, vmap {v * scale:.4g} {unit} at {at}"
     if unit == "ms":
         return ("ghost" if g <= v else "vmap"), f"measured: {figures}"
-    if not v > 0:  # no count from XLA: keep the per-layer route
-        return "ghost", f"no FLOP count for vmap ({figures})"
-    ratio = g / v
+    ratio = g / v  # both counts are positive: `costs` times the routes when XLA gives none
     name = "ghost" if ratio <= MARGIN else "vmap"
     return name, f"estimated {figures}: ratio {ratio:.2f} {'≤' if name == 'ghost' else '>'} {MARGIN:g}"
 
@@ -70,8 +72,14 @@ def _public_args(params, example_x, rows: int):
 
 
 def _flops(fn, args) -> float:
-    """XLA's FLOP count of fn lowered (traced, not compiled) on abstract args; 0 where none is given."""
-    analysis = jax.jit(fn).lower(*args).cost_analysis()
+    """XLA's FLOP count of fn on abstract args: of its lowering (traced, not compiled), else of the compiled
+    executable where the lowering gives none; 0 where neither does (the caller then times the routes)."""
+    lowered = jax.jit(fn).lower(*args)
+    count = _count(lowered.cost_analysis())
+    return count if count > 0 else _count(lowered.compile().cost_analysis())
+
+
+def _count(analysis) -> float:
     if isinstance(analysis, (list, tuple)):  # older jax: one dict per computation
         analysis = analysis[0] if analysis else {}
     return float((analysis or {}).get("flops", 0.0))

@@ -2,11 +2,13 @@
 
 Proxies (B', σ·B'/B, S) at the target's η_step carry the target's DP noise in each step and differ from
 it only by the sampling noise of B' gradients, so accuracy rises with B' and levels off (TAN, Sander et
-al. 2023). This module fits that law (`[fit] law`: "knee", the default, a rise in ln B' up to a knee and
-a plateau past it; "noise", a + c/B'; "flat"; "log-linear"; "auto") by weighted least squares on the
-widest window of rungs that passes a lack-of-fit test, and predicts one launch at B with an interval of
-three parts: the law's mean at B, the launch's own run-to-run spread (read from the proxies' seeds where
-the law meets the target) and the law's misspecification (forward held-out error beyond seed noise).
+al. 2023). This module fits that law (`[fit] law`: "auto", the default, the knee and noise forms averaged
+by their out-of-sample fit on the top rungs; "knee", a rise in ln B' up to a knee and a plateau past it;
+"noise", a + c/B'; "flat"; "log-linear") by weighted least squares on the widest window of rungs that
+passes a lack-of-fit test, and predicts one launch at B with an interval of three parts: the law's mean at
+B (with "auto", the forms' disagreement too), the launch's own run-to-run spread (read from the proxies'
+seeds where the law meets the target) and the law's misspecification (forward held-out error beyond seed
+noise).
 The forms, the weights, the interval's parts and why: docs/ladder.md; how often it covers a launch:
 docs/calibration.md.
 
@@ -16,6 +18,7 @@ and experiments/calibration.py replays it on pools of measured runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -26,7 +29,7 @@ from tanplan.outcomes.fit import (ComparedForm, FittedLaw, HeldOutErrors, Interv
                                   PredictionRecord)
 
 FORMS = ("knee", "noise", "flat", "log-linear")
-AUTO_FORMS = ("knee", "noise")  # law "auto" chooses between these by held-out error
+AUTO_FORMS = ("knee", "noise")  # law "auto" averages these by their out-of-sample fit (averaged)
 LACK_OF_FIT_ALPHA = 0.05  # a form "fits" a window unless its lack-of-fit test rejects at this level
 MIN_WINDOW = 3  # rungs a law is fitted on when it has a choice: two for its coefficients, one more to hold out
 HELD_OUT_FROM = 2  # rungs below the first held-out one: the third rung of a window and up are predicted
@@ -38,6 +41,7 @@ SPREAD_ALPHA = 0.05  # the part of the seeds' variance that falls with B' (v1) i
 # rungs (16 and 32 up to 256 and 512) of the three calibration pools, 1.4 points, rounded up
 # (docs/calibration.md, "Two rungs"). It includes the rung's and the launches' own seed noise: conservative.
 UNMEASURED_MISSPECIFICATION_STD = 0.015
+LOWER_BOUND_LEVEL = 0.95  # "at least X with 95% probability": the one-sided bound every report prints
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -152,7 +156,7 @@ def fit_spread(rungs: Sequence[Rung], alpha: float = SPREAD_ALPHA) -> Spread:
     dof = sum(r.n - 1 for r in rs)
     pooled, _ = pooled_variance(rs)
     flat = Spread(v0=pooled, v1=0.0, cov=((2 * pooled**2 / max(dof, 1), 0.0), (0.0, 0.0)), dof=dof)
-    if len({r.batch_size for r in rs}) < 2 or pooled <= 0:
+    if len({r.batch_size for r in rs}) < 2 or pooled <= 0 or alpha <= 0:  # alpha 0: the pooled variance alone
         return flat
     n1 = np.array([r.n - 1 for r in rs], dtype=float)
     s2 = np.array([r.std**2 for r in rs])
@@ -361,12 +365,15 @@ class LawCandidate:
     var_mean: float  # the coefficients' uncertainty at the target (the law's knee as fitted)
     mean: float  # the prediction at the target: the knee law's plateau averaged over its knee's places
     var_knee: float = 0.0  # the knee law: the variance of the plateaus over the knee's places (knee_average)
+    weight: float | None = None  # its weight in the averaged prediction (law "auto"); None: not averaged
+    score: float | None = None  # its out-of-sample log score (out_of_sample_score); None: no rung held out
 
     def record(self) -> ComparedForm:
         return ComparedForm(form=self.law.form, window=self.law.window, knee=self.law.knee,
                             lack_of_fit_p=self.law.lack_of_fit_p,
                             held_out=dict(zip(self.held.batch_sizes, self.held.errors)),
-                            held_out_excess=self.held.excess, var_mean=self.var_mean)
+                            held_out_excess=self.held.excess, var_mean=self.var_mean, mean=self.mean,
+                            weight=self.weight, score=self.score)
 
 
 def window_of(rungs: Sequence[Rung], form: str, alpha: float = LACK_OF_FIT_ALPHA) -> list[Rung]:
@@ -382,10 +389,13 @@ def window_of(rungs: Sequence[Rung], form: str, alpha: float = LACK_OF_FIT_ALPHA
     return list(rungs[starts[-1]:]) if len(starts) else list(rungs)
 
 
-def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCandidate:
+def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int, spread: bool = True) -> LawCandidate:
     """The form on its window, with the spread of the rungs where it meets the target: the knee form's
-    plateau (rungs ≥ k, or the top two when the plateau is one rung), every rung of the window otherwise."""
-    window = window_of(rungs, form)
+    plateau (rungs ≥ k, or the top two when the plateau is one rung), every rung of the window otherwise.
+    spread=False leaves the spread unfitted (pooled): for out_of_sample_score, which needs only the mean.
+    The noise form looks at the top NOISE_RUNGS rungs only (see there)."""
+    rungs = sorted(rungs, key=lambda r: r.batch_size)
+    window = window_of(rungs[-NOISE_RUNGS:] if form == "noise" else rungs, form)
     law = fit_form(window, form)
     held, regime = held_out(window, form), window
     mean, var_knee = law.mean(target_batch_size), 0.0
@@ -402,16 +412,80 @@ def candidate(rungs: Sequence[Rung], form: str, target_batch_size: int) -> LawCa
     # a steep rise, a fall far faster than 1/B' (the large calibration pool: 20-fold from B' = 16 to 64) that
     # pulled v0 to 0 when fitted across the window and promised a launch almost without spread (0.13 points
     # against the launches' 0.33; docs/calibration.md, "One launch's spread: the plateau's rungs").
-    return LawCandidate(law=law, held=held, spread=fit_spread(regime),
+    fitted = fit_spread(regime) if spread else fit_spread(regime, alpha=0.0)
+    return LawCandidate(law=law, held=held, spread=fitted,
                         var_mean=law.mean_variance(target_batch_size), mean=mean, var_knee=var_knee)
 
 
 def choose(cands: Sequence[LawCandidate]) -> LawCandidate:
-    """The law of record: the candidate whose held-out error exceeds what seed noise explains the least (its
-    misspecification), the first form (the knee) on a tie. A few held-out rungs cannot tell the forms'
-    errors apart at the scale of seed noise, so the knee law stands unless its own errors show it wrong
-    (a curve still rising past its apparent knee), and then the noise law, which keeps rising, may take over."""
+    """The law of record: the candidate with the largest weight (averaged), else (one form, or weights not
+    scored) the one whose held-out error exceeds what seed noise explains the least, the first form on a tie."""
+    if any(c.weight is not None for c in cands):
+        return max(enumerate(cands), key=lambda ic: (ic[1].weight or 0.0, -ic[0]))[1]
     return min(enumerate(cands), key=lambda ic: (ic[1].held.excess, ic[0]))[1]
+
+
+# The noise form a + c/B' is fitted on the top rungs alone: its target is a, the limit of the rise, and a 1/B'
+# bend fitted down the steep rise of the first rungs (which its lack-of-fit test passes, their seeds scatter
+# so) set a 1.7 points above the large pool's launches; near the target it follows the slow rise that the
+# knee form cuts off (fine-tuning).
+NOISE_RUNGS = 4
+OUT_OF_SAMPLE_RUNGS = 2  # the law is chosen by how well each form predicts the top rungs from those below them
+
+
+def out_of_sample_score(rungs: Sequence[Rung], form: str, top: int = OUT_OF_SAMPLE_RUNGS) -> tuple[float, int]:
+    """(Σ log predictive density, rungs scored) of the form's forward predictions of the top `top` rungs, each
+    from the rungs below it (MIN_WINDOW of them at least): the form's candidate there (its window, its knee's
+    average) predicts the rung's mean with variance Var(law's mean) + the knee's place + its own held-out excess + the rung mean's seed
+    noise s̃²/n. Forward, because the law is used to extrapolate: the question each form must answer is
+    where a larger batch lands. The same rungs for every form, so the scores compare.
+
+        >>> rising = [Rung(b, (0.9 - 1 / b - 0.003, 0.9 - 1 / b, 0.9 - 1 / b + 0.003)) for b in (16, 32, 64, 128, 256)]
+        >>> knee, noise = (out_of_sample_score(rising, f) for f in ("knee", "noise"))
+        >>> noise[0] > knee[0], noise[1]
+        (True, 2)
+    """
+    rungs = sorted(rungs, key=lambda r: r.batch_size)
+    v = shrunk_variances(rungs)
+    score, scored = 0.0, 0
+    # A rung is scored only from MIN_WINDOW rungs below it: from two, the knee form can only put its plateau
+    # at the top one, and a rise that goes on one more doubling (the demo's 32 to 64) would count against it
+    # where it says nothing about a plateau further up.
+    for k in range(max(MIN_WINDOW, len(rungs) - top), len(rungs)):
+        below = rungs[:k]
+        if coefficients(form) > len(below):
+            continue
+        c = candidate(below, form, rungs[k].batch_size, spread=False)
+        var = c.var_mean + c.var_knee + c.held.excess + v[k] / rungs[k].n
+        score += -0.5 * float(math.log(2 * math.pi * var) + (rungs[k].mean - c.mean) ** 2 / var)
+        scored += 1
+    return score, scored
+
+
+# The forms' odds before the rungs are scored (law_weights): 3 to 1 for the knee form. One or two held-out rungs
+# of 3 seeds tell the forms apart weakly, and on the demo's pool, where accuracy levels off, even odds put
+# 0.35-0.5 of the weight on a noise law 2 points above the launches (interval score 2.01× the oracle's
+# against the knee's 1.77×; 3:1 1.92×, 9:1 1.84×), while on fine-tuning's slow rise 9:1 covered 0.95 [0.86,
+# 1.00] and 3:1 0.975 [0.92, 1.00] (30 draws each; docs/ladder.md). This one number was chosen on those pools.
+LAW_PRIOR = {"knee": 3.0, "noise": 1.0}
+
+
+def law_weights(scores: Sequence[float], forms: Sequence[str] | None = None) -> np.ndarray:
+    """Each form's weight from its out-of-sample log score, LAW_PRIOR[form]·exp(score) normalised
+    (pseudo-Bayesian model averaging)."""
+    a = np.asarray(scores, dtype=float)
+    prior = np.array([LAW_PRIOR.get(f, 1.0) for f in forms]) if forms is not None else np.ones(len(a))
+    w = prior * np.exp(a - a.max())
+    return w / w.sum()
+
+
+def averaged(cands: Sequence[LawCandidate], rungs: Sequence[Rung]) -> list[LawCandidate]:
+    """The candidates with their out-of-sample scores and weights (the prior alone when no rung can be held out)."""
+    scored = [out_of_sample_score(rungs, c.law.form) for c in cands]
+    forms = [c.law.form for c in cands]
+    weights = law_weights([0.0 if any(n == 0 for _, n in scored) else s for s, _ in scored], forms)
+    return [dataclasses.replace(c, weight=float(w), score=float(s) if n else None)
+            for c, w, (s, n) in zip(cands, weights, scored)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -429,6 +503,9 @@ class Prediction:
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
     candidates: tuple[LawCandidate, ...] = field(default=())
+    dof: float = math.inf  # the interval's degrees of freedom (interval_dof): quantile = t(0.5 + level/2, dof)
+    var_choice: float = 0.0  # in var_mean: the forms' disagreement around their weighted mean (law "auto")
+    launch_spread: Spread | None = None  # the spread of one launch when not the chosen form's own
 
     @property
     def law(self) -> Law:
@@ -436,7 +513,8 @@ class Prediction:
 
     @property
     def spread(self) -> Spread:
-        return self.chosen.spread
+        """One launch's spread against B' (the knee form's plateau when the forms are averaged)."""
+        return self.launch_spread if self.launch_spread is not None else self.chosen.spread
 
     @property
     def variance(self) -> float:
@@ -449,6 +527,19 @@ class Prediction:
     @property
     def interval(self) -> tuple[float, float]:
         return self.mean - self.half_width, self.mean + self.half_width
+
+    def lower_bound(self, level: float = LOWER_BOUND_LEVEL) -> float:
+        """One launch reaches at least this with probability `level`: the same predictive distribution as the
+        interval (mean, variance, Student t with the same dof), read one-sided, mean − t(level, dof)·√variance.
+
+            >>> curve = ((16, 0.75), (32, 0.8), (64, 0.85), (128, 0.85))
+            >>> p = predict([(b, acc + e) for b, acc in curve for e in (-0.01, 0, 0.01)], 4096)
+            >>> p.interval[0] < p.lower_bound() < p.mean
+            True
+        """
+        from scipy import stats
+
+        return self.mean - float(stats.t.ppf(level, self.dof)) * math.sqrt(self.variance)
 
     def record(self) -> PredictionRecord:
         """The prediction as fit.json and ladder.json record it."""
@@ -464,7 +555,8 @@ class Prediction:
             held_out=HeldOutErrors(batch_sizes=chosen.held.batch_sizes, errors=chosen.held.errors,
                                    excess=chosen.held.excess),
             candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size,
-            misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD)
+            misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD,
+            dof=self.dof, lower_bound=self.lower_bound(), lower_bound_level=LOWER_BOUND_LEVEL)
 
 
 def forms_of(law: str) -> tuple[str, ...]:
@@ -516,17 +608,34 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
         raise ValueError("every rung needs two seeds or more (their scatter is the launch's spread)")
     forms = [f for f in forms if coefficients(f) <= len(rungs)] or ["flat"]
     cands = [candidate(rungs, form, target_batch_size) for form in forms]
+    cands = averaged(cands, rungs) if len(cands) > 1 else cands
     chosen = choose(cands)
-    mean, var_mean = chosen.mean, chosen.var_mean + chosen.var_knee
-    var_launch = chosen.spread.at(target_batch_size)
+    parts = np.array([_parts(c, target_batch_size) for c in cands])  # mean, var_mean, var_mis
+    w = np.array([c.weight for c in cands]) if len(cands) > 1 else np.ones(1)
+    mean = float(w @ parts[:, 0])
+    # The forms' mixture, moment-matched: its mean, and each part its weights' average; the forms' own
+    # disagreement, Σ w (μ_f − μ)², joins the law's mean at B (which law) so the interval carries the choice.
+    var_choice = float(w @ (parts[:, 0] - mean) ** 2)
+    var_mean, var_mis = float(w @ parts[:, 1]) + var_choice, float(w @ parts[:, 2])
+    # One launch's spread is the seeds' where the rungs meet the target, whatever the form: the knee form's
+    # plateau when it is a candidate. The noise form's own window reaches down the rise, whose seeds scatter by
+    # where they sit on it, and its fit put one launch's spread at 0.3 points on the large pool (0.46).
+    spread = next((c.spread for c in cands if c.law.form == "knee"), chosen.spread)
+    var_launch = spread.at(target_batch_size)
     measured = bool(chosen.held.errors)
-    var_mis = chosen.held.excess if measured else UNMEASURED_MISSPECIFICATION_STD**2
-    dof = interval_dof(var_mean, var_launch + var_mis, chosen.spread, target_batch_size)
+    dof = interval_dof(var_mean, var_launch + var_mis, spread, target_batch_size)
     quantile = float(stats.t.ppf(0.5 + level / 2, dof))
     return Prediction(target_batch_size=target_batch_size, chosen=chosen, mean=mean, var_mean=var_mean,
                       var_launch=var_launch, var_misspecification=var_mis,
                       var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
-                      candidates=tuple(cands), misspecification_measured=measured)
+                      candidates=tuple(cands), misspecification_measured=measured, dof=dof, var_choice=var_choice,
+                      launch_spread=spread)
+
+
+def _parts(c: LawCandidate, b: int) -> tuple[float, float, float]:
+    """(mean, Var(law's mean) with the knee's place, misspecification) of one candidate at b."""
+    mis = c.held.excess if c.held.errors else UNMEASURED_MISSPECIFICATION_STD**2
+    return c.law.mean(b) if c.law.form != "knee" else c.mean, c.var_mean + c.var_knee, mis
 
 
 def interval_dof(var_mean: float, var_rest: float, spread: Spread, b: float) -> float:
@@ -580,5 +689,6 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
 
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
-           "held_out", "knee_average", "LawCandidate", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
-           "verdict"]
+           "held_out", "knee_average", "LawCandidate", "out_of_sample_score", "law_weights", "averaged",
+           "LAW_PRIOR", "NOISE_RUNGS", "OUT_OF_SAMPLE_RUNGS", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
+           "LOWER_BOUND_LEVEL", "verdict"]

@@ -2,7 +2,8 @@
 the model's parameters by path.
 
 Sources (init.path / init.loader):
-    a tanplan run folder   its released model, <folder>/model/params.npz (or the model/ folder itself)
+    a tanplan run folder   its released model, <folder>/model/params.npz (or the model/ folder itself); a
+                           `tanplan run` folder: its launch's, <folder>/launch/model/params.npz
     file.npz               arrays under "/"-joined parameter paths ("Dense_0/kernel"), as tanplan releases them
     file.msgpack           flax.serialization bytes of a params pytree
     an orbax folder        a PyTree checkpoint (orbax.checkpoint)
@@ -39,6 +40,7 @@ from tanplan.config import InitConfig
 from tanplan.errors import UsageError
 from tanplan.models.paths import flat_params, like, matches
 from tanplan.plugins import is_import_path, resolve
+from tanplan.privacy.init_provenance import released_folder
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def _read_path(text: str) -> dict[str, np.ndarray]:
     if not exists:
         raise UsageError(f"init.path = {init_path!r} does not exist: give a run folder, a .npz, a .msgpack or an "
                          "orbax checkpoint folder")
+    path = released_folder(path)  # a `tanplan run` folder: its launch released the model
     for folder in (path / "model", path):
         if (folder / "params.npz").is_file():
             return _read_npz(folder / "params.npz")

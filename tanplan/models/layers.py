@@ -53,6 +53,16 @@ def scaled_relu(x):
     return nn.relu(x) * RELU_GAIN
 
 
+def standardize(kernel, gain, eps):
+    """WSConv's effective kernel: each output channel's fan-in standardised, times its gain (also used by
+    the per-layer clipping route, tanplan.dp.ghost_layers, to chain per-example gradients through it)."""
+    fan_in = math.prod(kernel.shape[:-1])
+    axes = tuple(range(kernel.ndim - 1))
+    mean = jnp.mean(kernel, axis=axes, keepdims=True)
+    var = jnp.var(kernel, axis=axes, keepdims=True)
+    return (kernel - mean) * jax.lax.rsqrt(var * fan_in + eps) * gain
+
+
 class WSConv(nn.Module):
     """Convolution with scaled weight standardisation (Brock et al. 2021a; timm's ScaledStdConv2d):
     W' = gain * (W - mean(W)) / sqrt(var(W) * fan_in + eps), statistics over each output channel's
@@ -70,11 +80,7 @@ class WSConv(nn.Module):
         shape = (*self.kernel_size, x.shape[-1], self.features)
         kernel = self.param("kernel", self.kernel_init, shape)
         gain = self.param("gain", nn.initializers.ones, (self.features,))
-        fan_in = math.prod(shape[:-1])
-        axes = tuple(range(kernel.ndim - 1))
-        mean = jnp.mean(kernel, axis=axes, keepdims=True)
-        var = jnp.var(kernel, axis=axes, keepdims=True)
-        weight = (kernel - mean) * jax.lax.rsqrt(var * fan_in + self.eps) * gain
+        weight = standardize(kernel, gain, self.eps)
         y = jax.lax.conv_general_dilated(
             x, weight.astype(x.dtype), window_strides=tuple(self.strides), padding="SAME",
             dimension_numbers=("NHWC", "HWIO", "NHWC"))

@@ -23,6 +23,24 @@ def num_heads(width: int) -> int:
     return max(1, width // HEAD_DIM)
 
 
+class ClassToken(nn.Module):
+    """Prepends a learnt token to each example's sequence. A layer of its own (not a parameter of the ViT
+    itself), so that the per-layer clipping route (tanplan.dp.ghost) sees its input and output gradient."""
+
+    @nn.compact
+    def __call__(self, x):
+        token = self.param("token", nn.initializers.zeros, (1, 1, x.shape[-1]))
+        return jnp.concatenate([jnp.broadcast_to(token, (x.shape[0], 1, x.shape[-1])).astype(x.dtype), x], axis=1)
+
+
+class PositionEmbedding(nn.Module):
+    """Adds a learnt embedding to each position (a layer of its own, like ClassToken)."""
+
+    @nn.compact
+    def __call__(self, x):
+        return x + self.param("embedding", nn.initializers.normal(0.02), (1,) + x.shape[1:])
+
+
 class EncoderBlock(nn.Module):
     width: int
     heads: int
@@ -48,10 +66,8 @@ class ViT(nn.Module):
         x = nn.Conv(self.width, (p, p), strides=(p, p), padding="VALID", name="patch_embed")(x)
         n = x.shape[0]
         x = x.reshape(n, -1, self.width)
-        cls = self.param("cls_token", nn.initializers.zeros, (1, 1, self.width))
-        x = jnp.concatenate([jnp.broadcast_to(cls, (n, 1, self.width)), x], axis=1)
-        pos = self.param("pos_embed", nn.initializers.normal(0.02), (1, x.shape[1], self.width))
-        x = x + pos
+        x = ClassToken(name="cls_token")(x)
+        x = PositionEmbedding(name="pos_embed")(x)
         for _ in range(self.depth):
             x = EncoderBlock(self.width, num_heads(self.width))(x)
         x = nn.LayerNorm()(x[:, 0])

@@ -82,6 +82,9 @@ class ComparedForm(Result):
     held_out: Mapping[Any, float]  # held-out batch size -> error
     held_out_excess: float
     var_mean: float
+    mean: float | None = optional()  # its prediction at the target
+    weight: float | None = optional()  # its weight in the averaged prediction (law "auto")
+    score: float | None = optional()  # its out-of-sample log score (the top rungs, each from those below)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +109,11 @@ class PredictionRecord(Result):
     target_batch_size: int | None = optional(present_with=_PREDICTED)
     # the stated misspecification std where no rung was held out (batch_law.UNMEASURED_MISSPECIFICATION_STD)
     misspecification_stated: float | None = optional()
+    # the interval's degrees of freedom, and one launch's one-sided lower bound from the same predictive
+    # distribution: mean − t(lower_bound_level, dof)·√variance ("at least this with 95% probability")
+    dof: float | None = optional()
+    lower_bound: float | None = optional()
+    lower_bound_level: float | None = optional(present_with="lower_bound")
 
 
 # ---------------------------------------------------------------------------------------------------

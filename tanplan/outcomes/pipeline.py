@@ -39,6 +39,9 @@ class PlannedCompute(Result):
     seconds_per_example: float | None = optional()  # the throughput the wall times use
     wall_source: str | None = optional()  # where it was measured (tanplan.workflow.pipeline.throughput)
     wall_lower_bound: bool | None = optional()  # True: a probe's throughput, the wall times are at least these
+    # `tanplan run`: the proxies (sweep + ladder, at most) would cost more than the launch: by how much, and the
+    # cheaper path (tanplan.workflow.pipeline.costs.over_budget)
+    over_budget: str | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +113,13 @@ class RunResult(Result):
     what_to_change: str | None
     predicted_accuracy: float | None
     prediction_interval: Any
+    # what the user reads beside the interval (batch_law.Prediction): one launch reaches at least
+    # lower_bound with probability lower_bound_level (the interval's t, one-sided), and the interval's
+    # parts as standard deviations in accuracy points with its half-width in points
+    lower_bound: float | None = optional()
+    lower_bound_level: float | None = optional(present_with="lower_bound")
+    interval_parts_points: IntervalParts | None = optional(present_with="lower_bound")
+    half_width_points: float | None = optional(present_with="lower_bound")
     actual_accuracy: float | None
     abs_error: float | None
     actual_inside_interval: bool | None

@@ -7,9 +7,9 @@ any data is loaded.
     prov.events()                  # the DpEvents this run's ε composes with its own
     check_total(prov, plan, cfg)   # BudgetExceeded above privacy.total_epsilon, before anything trains
 
-Where the weights come from. init.path names a run folder, its model/ folder, a file inside one (model/
-params.npz) or an orbax checkpoint inside its checkpoint/ folder: the folder tree above the path (its
-folder and up to two folders above it) is searched for a run folder (ledger.json, summary.json or an audit's
+Where the weights come from. init.path names a run folder (a `tanplan run` folder: its launch/), its model/
+folder, a file inside one (model/params.npz) or an orbax checkpoint inside its checkpoint/ folder: the folder
+tree above the path (its folder and up to two folders above it) is searched for a run folder (ledger.json, summary.json or an audit's
 audit_run.json) or a released model (model.json with the "epsilon" every model card states). Nothing found,
 or init.loader: the weights are not tanplan's, taken as public ("assumed public, not produced by tanplan");
 tanplan cannot see where they were trained.
@@ -65,6 +65,21 @@ from tanplan.privacy.ledger import Inherited, Ledger, unique_releases
 
 AUDIT_MARK = "audit_run.json"  # tanplan.engine.run_folder.AUDIT_MARKER: an audit's run, marked when opened
 LEVELS = 2  # folders above the path's searched for its run: model/params.npz, checkpoint/<step>
+PIPELINE_MARK = "run.json"  # tanplan.workflow.pipeline.RUN_FILE: a `tanplan run` folder, its launch in launch/
+
+
+def released_folder(path: str | Path, setting: str = "init.path") -> Path:
+    """path, or the launch/ run folder of a `tanplan run` folder (run.json in it): the run that released the
+    model, <run>/launch/model. UsageError when that `tanplan run` released none (it did not launch)."""
+    path = Path(path).expanduser()
+    if not (path / PIPELINE_MARK).is_file() or (path / "model").is_dir():
+        return path
+    launch = path / "launch"
+    if not (launch / "model" / "params.npz").is_file():
+        raise UsageError(f"{setting} = {str(path)!r} is a `tanplan run` folder that released no model (no "
+                         f"{str(launch / 'model')!r}: it did not launch); launch it (--resume --launch-anyway) or "
+                         "start from another run")
+    return launch
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -204,9 +219,9 @@ def read(cfg: Config) -> InitProvenance | None:
 
 def of_path(path: str | Path, data: dict | None, setting: str = "the released model") -> InitProvenance:
     """The provenance of the weights at `path` for a run on `data` (a data_identity; None: unknown, so every
-    private release composes)."""
+    private release composes). A `tanplan run` folder stands for its launch (released_folder)."""
     text = str(path)
-    run, model = _find(Path(path).expanduser(), text, setting)
+    run, model = _find(released_folder(path, setting), text, setting)
     if run is None and model is None:
         return InitProvenance(text, "assumed_public")
     if run is None:

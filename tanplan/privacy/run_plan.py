@@ -19,6 +19,7 @@ the ledger, the launch's budget check, the sweep and the pipeline's total use.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,32 @@ class RunPlan:
         return accounting.epsilon_of_events(self.events(steps), self.delta, accountant or self.accountant,
                                             neighbouring or self.neighbouring)
 
+    def at(self, batch_size: int) -> "RunPlan":
+        """The proxy (B', σ·B'/B, S, σ_snip·B'/B) of this run's target on the same N: what resolve_plan gives
+        its config with train.proxy_batch_size = B', derived from the plan a stage's entry resolved; this run
+        for B' = 0 when it is the target. Refuses (UsageError) as resolve_plan does: B' outside [1, B]."""
+        if not self.private:
+            batch = int(batch_size or self.batch_size)
+            if batch > self.dataset_size:
+                raise UsageError(f"train.batch_size = {batch} is not allowed: must be <= the dataset size "
+                                 f"{self.dataset_size}")
+            return dataclasses.replace(self, batch_size=batch)
+        target = self.target or self.plan
+        if not batch_size and self.target is None:
+            return self
+        if not batch_size:
+            raise UsageError("RunPlan.at(0) is the target: resolve it at the stage's entry (resolve_plan)")
+        snip = self.snip_sigma if self.target is None else self.snip_sigma * target.batch_size / self.batch_size
+        if target.dataset_size != self.dataset_size:  # the twin of a set smaller than B (twin_beyond)
+            sigma = target.sigma * batch_size / self.dataset_size  # σ·B'/B, the twin's σ being σ·N'/B
+            proxy = Plan(self.dataset_size, int(batch_size), target.steps, sigma, target.delta, None,
+                         target.accountant, target.neighbouring)
+        else:
+            proxy = target.proxy(batch_size)
+        return RunPlan(self.dataset_size, proxy.batch_size, proxy.steps, proxy.sigma, proxy.delta, True,
+                       self.clip_norm, self.accountant, snip * proxy.batch_size / target.batch_size, proxy, target,
+                       self.neighbouring)
+
 
 def snip_event(q: float, sigma_snip: float):
     """The DpEvent of the DP-SNIP release: one Poisson-subsampled Gaussian with multiplier σ_snip."""
@@ -104,6 +131,20 @@ def target_plan(cfg, dataset_size: int) -> tuple[Plan, float]:
     return plan, budget.sigma_snip
 
 
+def twin_beyond(cfg, dataset_size: int) -> tuple[Plan, Plan]:
+    """(the twin, the proxy) of a proxy on a set smaller than the target's batch B (a public set of N' < B
+    examples): the target's twin (B, σ, S) on it would sample with q = B/N' > 1, which is no run; its proxy
+    (B', σ·B'/B, S) is one, at the twin's η_step = B/(√2·σ·N'). The twin stated is the same η_step and S at
+    q = 1: (N = B, B, σ·N'/B, S), B kept (the proxy's savings and the law's target read it)."""
+    t, p = cfg.train, cfg.privacy
+    steps, delta = train_steps(t, dataset_size), p.delta or default_delta(dataset_size)
+    proxy = Plan(dataset_size, int(t.proxy_batch_size), steps, float(p.sigma) * t.proxy_batch_size / t.batch_size,
+                 delta, None, p.accountant, p.neighbouring)  # B' > N' is refused here
+    twin = Plan(int(t.batch_size), int(t.batch_size), steps, float(p.sigma) * dataset_size / t.batch_size, delta,
+                None, p.accountant, p.neighbouring)
+    return twin, proxy
+
+
 def resolve_plan(cfg, dataset_size: int) -> RunPlan:
     """The RunPlan of a config on N examples: the target, or its proxy (B', σ·B'/B, S) when
     train.proxy_batch_size > 0 (σ_snip scales with B' too, keeping the release's η_step).
@@ -120,8 +161,11 @@ def resolve_plan(cfg, dataset_size: int) -> RunPlan:
                        clip_norm=cfg.privacy.clip_norm)
     if cfg.privacy.delta:
         check_delta_below_one_over_n(cfg.privacy.delta, dataset_size, cfg.privacy.allow_large_delta)
-    target, snip_sigma = target_plan(cfg, dataset_size)
-    plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
+    if t.proxy_batch_size and t.batch_size > dataset_size and cfg.privacy.sigma > 0 and not uses_snip(cfg):
+        target, plan, snip_sigma = *twin_beyond(cfg, dataset_size), 0.0
+    else:
+        target, snip_sigma = target_plan(cfg, dataset_size)
+        plan = target.proxy(t.proxy_batch_size) if t.proxy_batch_size else target
     if not t.proxy_batch_size and plan.sigma < accounting.PLD_SIGMA_MIN:
         # A full-scale run reports its ε under both accountants at the end: refuse now what PLD cannot do.
         raise UsageError(f"sigma = {plan.sigma:.4g} is not allowed for a full-scale run: its ε is reported under the "

@@ -64,23 +64,32 @@ def draw_law(ax, result: FitResult, actual: float | None = None, launches=()) ->
 
 
 def parts_table(result: FitResult) -> str:
-    """The interval's three parts (standard deviations, in accuracy) and the total half-width."""
+    """The interval's three parts (standard deviations, in accuracy points) and the total half-width."""
     std = result.std_parts
     mis = ("forward held-out error beyond seed noise" if result.misspecification_stated is None else
            "no rung held out: a stated conservative term, from the calibration pools (docs/calibration.md)")
-    mean = ("seed noise of the rungs, and where the knee is" if result.form == "knee" else
-            "seed noise of the rungs")
-    table = ("| part of the interval | std |\n|---|---|\n"
-             f"| the law's mean at B ({mean}) | {std.mean:.4f} |\n"
-             f"| one launch's own spread (the proxies' seed scatter where the law meets the target) | {std.launch:.4f} |\n"
-             f"| misspecification ({mis}) | {std.misspecification:.4f} |\n"
+    mean = ("seed noise of the rungs, where the knee is, and which law" if result.form == "knee" else
+            "seed noise of the rungs, and which law")
+    table = ("| part of the interval | std (points) |\n|---|---|\n"
+             f"| the law's mean at B ({mean}) | {100 * std.mean:.2f} |\n"
+             "| one launch's own spread (the proxies' seed scatter where the law meets the target) | "
+             f"{100 * std.launch:.2f} |\n"
+             f"| misspecification ({mis}) | {100 * std.misspecification:.2f} |\n"
              f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
-             f"**± {result.half_width:.4f}** |")
+             f"**± {100 * result.half_width:.2f}** |")
     if result.test_sets_std:
         table += (f"\n\nNot in the interval: the proxies are evaluated on another test set than the launch's; two test "
-                  f"sets of these sizes differ by about ± {result.test_sets_std:.4f} (1 std, binomial), a fixed "
-                  "offset the proxies cannot show.")
+                  f"sets of these sizes differ by about ± {100 * result.test_sets_std:.2f} points (1 std, binomial), a "
+                  "fixed offset the proxies cannot show.")
     return table
+
+
+def lower_bound_text(result) -> str:
+    """"at least X with 95% probability" (a FitResult or a RunResult), or "" without a bound."""
+    bound = getattr(result, "lower_bound", None)
+    if bound is None or getattr(result, "predicted_accuracy", None) is None:
+        return ""
+    return f"at least {bound:.4f} with {result.lower_bound_level:.0%} probability"
 
 
 def launch_spread_text(result: FitResult) -> str:
@@ -104,6 +113,11 @@ def fit_markdown(result: FitResult) -> str:
             f"{', '.join(f'{e:+.4f}' for e in errors)}" if errors else "")
     others = [c for c in result.candidates or () if c.form != law.form]
     compared = "".join(f"; the {c.form} law's held-out excess {math.sqrt(c.held_out_excess):.4f}" for c in others)
+    weighted = [c for c in result.candidates or () if c.weight is not None]
+    if weighted:  # law "auto": the prediction is the forms' average, weighted by their out-of-sample fit
+        compared = ("; the prediction averages the forms by how well each predicted the top rungs from those below: "
+                    + ", ".join(f"{c.form} {c.mean:.4f} (weight {c.weight:.2f})" for c in weighted)
+                    + ", their disagreement counted in the law's mean")
     line = (f"Law: accuracy = {FORM_TEXT[law.form]} ({law.form}; coefficients {coef}{knee}), fitted on "
             f"{len(result.points)} runs at B' = {', '.join(map(str, law.window))}{held}{compared}.")
     if result.predicted_accuracy is None:
@@ -111,17 +125,34 @@ def fit_markdown(result: FitResult) -> str:
                 f"accuracy. {_capital(result.verdict)}; {result.what_to_change}.")
     low, high = result.prediction_interval
     warning = (f"\n\n**Law does not hold**: {result.verdict}; {result.what_to_change}." if result.verdict else "")
+    bound = lower_bound_text(result)
+    bound = f"; one launch reaches **{bound}**" if bound else ""
     return (f"{line} Predicted for one launch at B = {target}: **{result.predicted_accuracy:.4f} "
-            f"[{low:.4f}, {high:.4f}]** ({result.level:.0%} interval).\n\n{parts_table(result)}\n\n"
+            f"[{low:.4f}, {high:.4f}]** ({result.level:.0%} interval){bound}.\n\n{parts_table(result)}\n\n"
             f"{launch_spread_text(result)}{warning}")
 
 
-def prediction_text(result: FitResult) -> str:
-    """One line for a terminal: the prediction and its interval, or why there is none."""
+def prediction_text(result) -> str:
+    """One line for a terminal (a FitResult or a RunResult): the prediction, its interval, the one-sided lower
+    bound and the interval's parts in points; or why there is none."""
     if result.predicted_accuracy is None:
         return "no prediction (the law's value at the target is not an accuracy)"
     low, high = result.prediction_interval
-    return f"predicted {result.predicted_accuracy:.4f} [{low:.4f}, {high:.4f}]"
+    level = getattr(result, "level", None)
+    text = (f"predicted {result.predicted_accuracy:.4f} [{low:.4f}, {high:.4f}]"
+            f" ({f'{level:.0%} ' if level else ''}interval)")
+    bound = lower_bound_text(result)
+    text += f", {bound}" if bound else ""
+    parts = getattr(result, "interval_parts_points", None)
+    half = getattr(result, "half_width_points", None)
+    if parts is None and getattr(result, "std_parts", None) is not None and getattr(result, "half_width", None):
+        std = result.std_parts
+        parts, half = type(std)(mean=100 * std.mean, launch=100 * std.launch,
+                                misspecification=100 * std.misspecification), 100 * result.half_width
+    if parts is not None and half is not None:
+        text += (f"; ± {half:.2f} points: std of the law's mean {parts.mean:.2f}, of one launch {parts.launch:.2f}, "
+                 f"misspecification {parts.misspecification:.2f} points")
+    return text
 
 
 def _capital(text: str) -> str:

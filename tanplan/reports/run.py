@@ -75,11 +75,13 @@ def _law_and_launch(fit_result: FitResult, summary: RunResult) -> str:
     if summary.predicted_accuracy is None:
         return text + anyway + f"\n\nActual accuracy of the full-scale run: {summary.actual_accuracy:.4f} (no prediction)."
     low, high = summary.prediction_interval
+    bound = f"{summary.lower_bound:.4f}" if summary.lower_bound is not None else "—"
+    level = f" ({summary.lower_bound_level:.0%}, one-sided)" if summary.lower_bound is not None else ""
     return text + anyway + f"""
 
-| predicted | interval | actual | abs. error | inside interval |
-|---|---|---|---|---|
-| {summary.predicted_accuracy:.4f} | [{low:.4f}, {high:.4f}] | {summary.actual_accuracy:.4f} | {summary.abs_error:.4f} | {summary.actual_inside_interval} |"""
+| predicted | interval | at least{level} | actual | abs. error | inside interval |
+|---|---|---|---|---|---|
+| {summary.predicted_accuracy:.4f} | [{low:.4f}, {high:.4f}] | {bound} | {summary.actual_accuracy:.4f} | {summary.abs_error:.4f} | {summary.actual_inside_interval} |"""
 
 
 def _privacy(summary: RunResult) -> str:

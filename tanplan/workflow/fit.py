@@ -26,12 +26,14 @@ from tanplan.laws.batch_law import forms_of, predict, verdict
 from tanplan.outcomes.fit import DataMember, FitResult, LadderSummary, ProxyRun, StepsMember
 from tanplan.outcomes.privacy_spent import Spent
 from tanplan.privacy.plan import plan_from_config, with_dataset_size
+from tanplan.privacy.run_plan import RunPlan
 from tanplan.reports.fit import figure_scaling, write_fit_report
 from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides, recording
 from tanplan.workflow.fit_members import check_batch_sizes, data_members, steps_members
 from tanplan.workflow.inputs import check_inputs, check_out_dir
-from tanplan.workflow.ladder import check_ladder, run_ladder
+from tanplan.workflow.ladder import budget_of, check_ladder, run_ladder
+from tanplan.workflow.members import Members
 from tanplan.workflow.pipeline.costs import compute_lines, law_cost, planned_compute, timed
 from tanplan.workflow.proxy_runs import train_points
 
@@ -53,16 +55,20 @@ def fit_entry(cfg: Config, out, *, best, batch_sizes, seeds: int | None, vary: s
     factors = list(factors or (DATA_FACTORS if vary == "data" else section.factors))
     out = Path(out)
     proxy_b = _check_fit(cfg, out, vary, sizes, seeds, proxy_batch_size)
-    tune = tuning.for_config(cfg)  # every proxy of every mode trains on the [tuning] data (public by default)
+    largest = proxy_b or (budget_of(cfg).largest_rung() if sizes == "auto" else max(sizes))  # the public set holds it
+    tune = tuning.for_config(cfg, proxy_batch=largest)  # every proxy of every mode trains on the [tuning] data
     planned = {}
     if cfg.privacy.private and tune.data == "private":  # exit 3 before any run when over the total budget
-        planned = _planned_total(cfg, tune, vary, sizes, seeds, factors, proxy_b)
+        planned = _planned_total(cfg, tune.target, tune, vary, sizes, seeds, factors, proxy_b)
     if vary == "batch":  # every input checked: the cost, before any of it is spent
         for line in compute_lines(timed(planned_compute(cfg, [law_cost(cfg, sizes, seeds)]), cfg, out,
                                         measure=False)):
             log(line)
     with recording(best, out, "fit --best", private=bool(planned)):  # on the private set: launch --best composes it
-        result = _train(tune.proxy_cfg, out, vary, sizes, seeds, factors, proxy_b, law or section.law, section, log)
+        proxies = Members.of(tune.proxy_cfg)  # every member of every mode derives from the [tuning] data's config
+        if vary == "batch" and sizes == "auto":
+            proxies = proxies.group({"fit.law": law or section.law})  # the ladder reads its law there
+        result = _train(proxies, out, vary, sizes, seeds, factors, proxy_b, law or section.law, section, log)
     spent = _report_spent(out, tune, log)
     # and the bound on the total checked before any run (private tuning data)
     return dataclasses.replace(result, privacy_spent=spent, tuning=tune.record(), **planned)
@@ -86,29 +92,30 @@ def _check_fit(cfg: Config, out: Path, vary: str, sizes, seeds: int, proxy_batch
     return proxy_batch_size or min(sizes)
 
 
-def _planned_total(cfg: Config, tune, vary: str, sizes, seeds: int, factors, proxy_b: int | None) -> dict:
-    """The total ε the fit will release on the private set, with the launch's, checked against
-    privacy.total_epsilon (BudgetExceeded, exit 3): the fields it adds to the FitResult."""
+def _planned_total(cfg: Config, target: RunPlan, tune, vary: str, sizes, seeds: int, factors,
+                   proxy_b: int | None) -> dict:
+    """The total ε the fit will release on the private set, with the launch's (target: its RunPlan on the
+    private set), checked against privacy.total_epsilon (BudgetExceeded, exit 3): the fields it adds to the
+    FitResult."""
     n, proxies = tune.private_size, tune.proxy_cfg
     if vary == "batch":
-        parts = ([total_budget.ladder_part(proxies, n)] if sizes == "auto" else
-                 total_budget.fit_parts(proxies, n, sizes, seeds))
+        parts = ([total_budget.ladder_part(target, budget_of(proxies))] if sizes == "auto" else
+                 total_budget.fit_parts(target, sizes, seeds))
     else:
-        whole = proxies.with_overrides({"data.train_examples": 0}).data
-        available = load_data(whole).num_train if vary == "data" else n
-        parts = total_budget.vary_parts(proxies, n, vary, factors, proxy_b, seeds, available)
-    return total_budget.check(total_budget.of_config(cfg, n, parts), cfg).to_dict()
+        available = load_data(dataclasses.replace(proxies.data, train_examples=0)).num_train if vary == "data" else n
+        parts = total_budget.vary_parts(plan_from_config(proxies, n), vary, factors, proxy_b, seeds, available)
+    return total_budget.check(total_budget.of_target(target, parts), cfg).to_dict()
 
 
-def _train(proxies: Config, out: Path, vary: str, sizes, seeds: int, factors, proxy_b: int | None, law: str,
+def _train(proxies: Members, out: Path, vary: str, sizes, seeds: int, factors, proxy_b: int | None, law: str,
            section, log) -> FitResult:
-    """The mode's runs and its files in out."""
+    """The mode's runs (members of `proxies`, built at the entry) and its files in out."""
     if vary == "data":
         return dataset_size_study(proxies, factors, proxy_b, seeds, out, log=log)
     if vary == "steps":
         return privacy_parameter_search(proxies, factors, proxy_b, seeds, out, log=log)
     if sizes == "auto":
-        return ladder_fit(proxies.with_overrides({"fit.law": law}), out, log=log)
+        return ladder_fit(proxies, out, log=log)
     result = fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law, log=log,
                            max_half_width=section.max_half_width / 100)
     write_fit_report(result, out)
@@ -125,17 +132,18 @@ def _report_spent(out: Path, tune, log) -> Spent:
     return spent
 
 
-def fit_batch_law(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
+def fit_batch_law(cfg: Config | Members, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
                   law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None),
                   max_half_width: float = 0.0) -> FitResult:
-    """Train the proxies at the batch sizes given, fit the batch law on them and predict one launch at the
-    target B (tanplan.laws.batch_law; law "auto" chooses the form by held-out error). max_half_width
-    (accuracy, > 0): a wider interval is a refusal (the verdict)."""
-    check_batch_sizes(batch_sizes, cfg.train.batch_size)
+    """Train the proxies (cfg's members) at the batch sizes given, fit the batch law on them and predict one
+    launch at the target B (tanplan.laws.batch_law; law "auto" chooses the form by held-out error).
+    max_half_width (accuracy, > 0): a wider interval is a refusal (the verdict)."""
+    proxies = Members.of(cfg)
+    check_batch_sizes(batch_sizes, proxies.base.train.batch_size)
     started = time.perf_counter()
-    rows = train_points(cfg, batch_sizes, seeds, out, train_fn=train_fn, log=log)
-    return fit_rows(rows, cfg.train.batch_size, out, level=level, law=law, started=started, test_sizes=test_sizes,
-                    max_half_width=max_half_width)
+    rows = train_points(proxies, batch_sizes, seeds, out, train_fn=train_fn, log=log)
+    return fit_rows(rows, proxies.base.train.batch_size, out, level=level, law=law, started=started,
+                    test_sizes=test_sizes, max_half_width=max_half_width)
 
 
 def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
@@ -166,13 +174,14 @@ def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level
     return result
 
 
-def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = None, log=print,
+def ladder_fit(proxies: Config | Members, out: Path | None, *, train_fn: Callable | None = None, log=print,
                test_sizes=(None, None)) -> FitResult:
     """`tanplan fit` with batch_sizes "auto": the ladder (out/ladder/), then its law's fit.json and fit.md in out.
 
     The fit result (fit_rows) with its `ladder`; when the ladder could not fit a law
     within its budget, only the ladder.
     """
+    cfg = Members.of(proxies).base  # the ladder's rungs are its members (tanplan.workflow.proxy_runs)
     check_ladder(cfg)
     found = run_ladder(cfg, out / "ladder" if out is not None else None, train_fn=train_fn, log=log,
                        test_sizes=test_sizes)
@@ -188,24 +197,24 @@ def ladder_fit(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
     return dataclasses.replace(result, ladder=summary)
 
 
-def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
-                             train_fn: Callable | None = None, log=print) -> FitResult:
+def privacy_parameter_search(proxies: Config | Members, factors, proxy_batch_size: int, seeds: int, out: Path | None,
+                             *, train_fn: Callable | None = None, log=print) -> FitResult:
     """Constant η and σ: S' = S·k², B' = B/k, learning rate × 1/k², each simulated at proxy scale.
 
     The proxy of each member keeps the main proxy's savings B/B' (so the proxy σ is the same for all
     k); the report gives the best k and its full-scale (B, S) with the exact ε of that plan.
     """
+    proxies = Members.of(proxies)
+    cfg = proxies.base
     dataset = load_data(cfg.data)
     target = plan_from_config(cfg, dataset.num_train)
     members = steps_members(target, factors, proxy_batch_size)
     rows = []
     for k, b, s, proxy_b in members:
         member = dataclasses.replace(target, batch_size=b, steps=s, target_epsilon=None)
-        member_cfg = cfg.with_overrides({
-            "train.batch_size": b, "train.steps": s, "privacy.sigma": target.sigma,
-            "train.learning_rate": cfg.train.learning_rate * target.steps / s,
-        })
-        runs = train_points(member_cfg, [proxy_b], seeds, out, train_fn=train_fn, log=log, label=f"k{k:g}")
+        group = proxies.group({"train.batch_size": b, "train.steps": s, "privacy.sigma": target.sigma,
+                               "train.learning_rate": cfg.train.learning_rate * target.steps / s})
+        runs = train_points(group, [proxy_b], seeds, out, train_fn=train_fn, log=log, label=f"k{k:g}")
         accs = [r.test_accuracy for r in runs]
         rows.append(StepsMember(k=k, batch_size=b, steps=s, sigma=target.sigma, eta=member.eta,
                                 learning_rate=cfg.train.learning_rate * target.steps / s, proxy_batch_size=proxy_b,
@@ -217,7 +226,7 @@ def privacy_parameter_search(cfg: Config, factors, proxy_batch_size: int, seeds:
     return result
 
 
-def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
+def dataset_size_study(proxies: Config | Members, factors, proxy_batch_size: int, seeds: int, out: Path | None, *,
                        train_fn: Callable | None = None, log=print) -> FitResult:
     """TAN §4.4, Table 5: N' = k·N at fixed (B, σ, S), δ = 1/N', each simulated at proxy scale.
 
@@ -226,7 +235,9 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     which is the member's own proxy at constant η_step; its accuracy predicts the member at full scale.
     Factors above 1 need more training data than the config uses: they are skipped when absent.
     """
-    full = load_data(cfg.with_overrides({"data.train_examples": 0}).data)
+    proxies = Members.of(proxies)
+    cfg = proxies.base
+    full = load_data(dataclasses.replace(cfg.data, train_examples=0))  # every training example there is
     available, base_n = full.num_train, with_train_examples(full, cfg.data.train_examples).num_train
     target = plan_from_config(cfg, base_n)
     sizes = {k: base_n * k for k in factors}  # checked before the first member trains (no overflow)
@@ -241,9 +252,8 @@ def dataset_size_study(cfg: Config, factors, proxy_batch_size: int, seeds: int, 
     rows = []
     for k, n in usable:
         member = with_dataset_size(target, n)
-        member_cfg = cfg.with_overrides({"data.train_examples": n, "privacy.sigma": target.sigma,
-                                         "privacy.delta": member.delta})
-        runs = train_points(member_cfg, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,
+        group = proxies.group({"data.train_examples": n, "privacy.sigma": target.sigma, "privacy.delta": member.delta})
+        runs = train_points(group, [proxy_batch_size], seeds, out, train_fn=train_fn, log=log,
                             label=f"n{n}")
         accs = [r.test_accuracy for r in runs]
         rows.append(DataMember(k=k, dataset_size=n, batch_size=target.batch_size, steps=target.steps,

@@ -79,6 +79,21 @@ class Budget:
             b *= 2
         return sizes
 
+    def largest_rung(self) -> int:
+        """The largest rung the budget can pay as the ladder climbs (its first MIN_WINDOW rungs at `seeds`
+        seeds, later ones at two at least): no proxy of the ladder is larger (0: none).
+
+            >>> Budget(16, 4096, 4, 1024, 0.5).largest_rung()
+            128
+        """
+        left, top = self.per_step, 0
+        for i, b in enumerate(self.sizes):
+            need = (self.seeds if i < MIN_WINDOW else min(self.seeds, 2)) * b
+            if need > left * (1 + 1e-9):
+                break
+            left, top = left - need, b
+        return top
+
     def first_rungs_cost(self) -> int:
         """Σ seeds·B' of the first MIN_WINDOW rungs (or all rungs, when fewer exist)."""
         return self.seeds * sum(self.sizes[:MIN_WINDOW])
@@ -258,7 +273,8 @@ def expected_half_width(rungs: Sequence[Rung], prediction: Prediction, batch_siz
     # would replace is counted as what it can remove, and it shows where the plateau is (the knee's place,
     # var_knee). A seed inside the window is credited with neither.
     above = batch_size > max(law.window)
-    misfit = 0.0 if above else prediction.var_misspecification + prediction.chosen.var_knee
+    # The forms' disagreement (law "auto") is decided where they part, above the window, as the knee's place is.
+    misfit = 0.0 if above else prediction.var_misspecification + prediction.chosen.var_knee + prediction.var_choice
     return quantile * math.sqrt(var_mean + prediction.var_launch + misfit)
 
 

@@ -33,6 +33,7 @@ from tanplan.runtime import driver_on_cpu
 from tanplan.workflow import total_budget
 from tanplan.workflow.best import folders_of, load_best_overrides, recorded_releases
 from tanplan.workflow.inputs import check_inputs, check_out_dir, check_resume
+from tanplan.workflow.members import Members
 from tanplan.workflow.privacy_spent import ledgers_under, totals
 from tanplan.workflow.tuning import from_record
 
@@ -57,7 +58,7 @@ def check_launch_budget(run: RunPlan, budget: float | None) -> LaunchAccounting:
                             batch_size=run.batch_size, dataset_size=run.dataset_size)
 
 
-def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
+def launch(cfg: Config | Members, out: Path, *, train_fn: Callable | None = None, progress: bool = True,
            backend: str = "local", resume: bool = False, num_workers: int = 1, gpus_per_worker: int = 0,
            address: str | None = None, allow_public_noise: bool = False,
            before_training: Callable[[RunPlan], None] | None = None) -> LaunchResult:
@@ -67,10 +68,11 @@ def launch(cfg: Config, out: Path, *, train_fn: Callable | None = None, progress
     (tanplan.engine.ray_worker), each running the same loop. Both checkpoint into DIR/checkpoint and keep
     the privacy ledger DIR/ledger.json; resume continues the newest intact checkpoint exactly. A config
     with privacy.noise_seed (noise reproducible from the config: not private) is refused unless
-    allow_public_noise. train_fn (tests) replaces the engine.
+    allow_public_noise. train_fn (tests) replaces the engine. cfg: the stage's runs (Members, built at its
+    entry), or a Config they are built of; their target is what trains.
     """
     started = time.perf_counter()
-    cfg = cfg.with_overrides({"train.proxy_batch_size": 0})
+    cfg = Members.of(cfg).target
     out = Path(out)
     if cfg.privacy.private and cfg.privacy.noise_seed >= 0 and not allow_public_noise:
         raise UsageError(f"privacy.noise_seed = {cfg.privacy.noise_seed} is not allowed in a launch: its noise would be "
@@ -237,9 +239,9 @@ def launch_entry(cfg: Config, out, *, best, resume: bool, backend: str, num_work
         recorded.check(run)
         check_total(cfg, run, folders)
 
-    result = launch(cfg, out, progress=progress, backend=backend, resume=resume, num_workers=num_workers,
-                    gpus_per_worker=gpus_per_worker, address=address, allow_public_noise=allow_public_noise,
-                    before_training=check if best else None)
+    result = launch(Members.of(cfg), out, progress=progress, backend=backend, resume=resume,
+                    num_workers=num_workers, gpus_per_worker=gpus_per_worker, address=address,
+                    allow_public_noise=allow_public_noise, before_training=check if best else None)
     if record is not None and result.accounting:
         result = with_tuning(result, Path(out), record, folders)
     return replace(result, tuning_note=note)

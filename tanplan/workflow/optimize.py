@@ -50,12 +50,13 @@ from tanplan.outcomes.fields import fields_of
 from tanplan.outcomes.optimize import Comparison, FrontierRow, LaunchOutcome, LawRange, OptimizeResult, Settings
 from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
 from tanplan.privacy.frontier import Candidate, Frontier, anchor_steps, frontier
-from tanplan.privacy.run_plan import resolve_plan, uses_snip
+from tanplan.privacy.run_plan import uses_snip
 from tanplan.privacy.plan import check_delta_below_one_over_n, default_delta
 from tanplan.reports.optimize import write_optimize_report
 from tanplan.workflow import privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides
 from tanplan.workflow.frontier_plan import SECONDS_PER_HOUR
+from tanplan.workflow.members import Members
 from tanplan.workflow.proxy_runs import train_points
 from tanplan.laws.frontier_law import FrontierLaw, law_fit, widest_fit
 from tanplan.workflow.launch import launch
@@ -199,19 +200,22 @@ def optimize_entry(cfg: Config, out, *, best, compute: int | None, device_hours:
         compute = int(device_hours * SECONDS_PER_HOUR * samples_per_second)
     elif samples_per_second is not None:
         raise UsageError("--samples-per-second is not allowed without --device-hours")
-    return optimize(cfg, Path(out) if out is not None else None, compute=compute, launch_best=launch, log=log,
-                    progress=progress, source=source)
+    return optimize(Members.of(cfg), Path(out) if out is not None else None, compute=compute, launch_best=launch,
+                    log=log, progress=progress, source=source)
 
 
-def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launch_best: bool = False,
+def optimize(cfg: Config | Members, out: Path | None, *, compute: int | None = None, launch_best: bool = False,
              train_fn: Callable | None = None, log=print, progress: bool = True, source: str = "") -> OptimizeResult:
     """Simulate frontier candidates by proxies, fit accuracy against ln S, recommend one (B, S, σ).
 
+    cfg: the stage's runs (Members, built at its entry: each candidate is a group of them), or their Config.
     compute: C in examples (default [optimize] compute, else train.batch_size × train.steps). source:
     the --config/--set text of the command, to write each candidate's launch command in the report.
     Every input is checked before the data is loaded, and the frontier before any proxy trains.
     """
     started = time.perf_counter()
+    runs = Members.of(cfg)
+    cfg = runs.base
     opt = cfg.optimize
     check_optimize_config(cfg)
     compute = compute or opt.compute or cfg.train.batch_size * cfg.train.steps
@@ -233,7 +237,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
     log(f"frontier: N = {n}, ε = {cfg.privacy.epsilon:g}, δ = {delta:.3g}, C = {compute:,} examples: "
         f"{len(front.candidates)} candidates; simulating {len(window)} × {opt.seeds} seeds at B' = "
         f"max(B/{opt.savings:g}, {opt.min_proxy_batch_size})")
-    sim = Simulation(cfg, private, out, train_fn, log)
+    sim = Simulation(runs, private, out, train_fn, log)
     for c in window:
         sim.simulate(c)
     for _ in range(opt.extend):  # the best at an end of the simulated range: look one step beyond it
@@ -263,7 +267,7 @@ def optimize(cfg: Config, out: Path | None, *, compute: int | None = None, launc
                          **fields_of(privacy_spent.totals(None, [Path(out) / "runs"], sim.tunings[0])))
         _write(result, Path(out))
     if launch_best:
-        launched = launch_recommendation(cfg, result, Path(out), train_fn=train_fn, progress=progress)
+        launched = launch_recommendation(runs, result, Path(out), train_fn=train_fn, progress=progress)
         result = replace(result, launch=launched, wall_seconds=time.perf_counter() - started,
                          **fields_of(privacy_spent.totals(Path(out) / "launch", [Path(out) / "runs"], sim.tunings[0])))
         _write(result, Path(out))
@@ -282,8 +286,9 @@ class Simulation:
     order they trained), the candidates whose proxies diverged, one point per proxy run, and the [tuning]
     data every candidate's proxies learned on."""
 
-    def __init__(self, cfg: Config, private, out: Path | None, train_fn: Callable | None, log):
-        self.cfg, self.private, self.out, self.train_fn, self.log = cfg, private, out, train_fn, log
+    def __init__(self, runs: Members, private, out: Path | None, train_fn: Callable | None, log):
+        self.runs_of, self.cfg = runs, runs.base  # each candidate's full-scale run is a group of these runs
+        self.private, self.out, self.train_fn, self.log = private, out, train_fn, log
         self.simulated: set[int] = set()
         self.runs: dict[int, list[float]] = {}  # S → its proxies' test accuracies
         self.diverged: dict[int, str] = {}  # S → why
@@ -295,16 +300,17 @@ class Simulation:
         """Train the candidate's constant-η_step proxies, [optimize] seeds of them."""
         cfg, opt, n = self.cfg, self.cfg.optimize, self.private.num_train
         self.simulated.add(c.steps)
-        run_cfg = cfg.with_overrides({**candidate_overrides(cfg, c), "train.eval_every": c.steps})
-        planned = resolve_plan(run_cfg, n)  # the engine calibrates σ itself: it must be the frontier's
+        member = self.runs_of.group({**candidate_overrides(cfg, c), "train.eval_every": c.steps})
+        run_cfg, planned = member.base, member.job(n).plan  # the engine calibrates σ itself: it must be the frontier's
         if not math.isclose(planned.sigma, c.sigma, rel_tol=1e-9):
             raise RuntimeError(f"the engine's σ {planned.sigma} differs from the frontier's {c.sigma} at S={c.steps}")
         # The candidate's proxies learn on the tuning data ([tuning]: public by default) at its η_step.
+        b = proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size)
         tune = tuning.resolve(run_cfg, planned.plan, private=None if self.loaded else self.private,
-                              load=lambda c_: self.loaded.setdefault(repr(c_.data), load_data(c_.data)))
+                              load=lambda c_: self.loaded.setdefault(repr(c_.data), load_data(c_.data)), proxy_batch=b)
         self.tunings.append(tune)
         try:
-            runs = train_points(tune.proxy_cfg, [proxy_batch_size(c, opt.savings, opt.min_proxy_batch_size)],
+            runs = train_points(tune.proxy_cfg, [b],
                                 opt.seeds, self.out, train_fn=self.train_fn, log=self.log, label=f"S{c.steps}")
         except TrainingDiverged as err:  # a candidate whose (rescaled) learning rate diverges is no option
             self.diverged[c.steps] = str(err)
@@ -412,12 +418,13 @@ def choose(rows: tuple[FrontierRow, ...], law: FrontierLaw, level: float, span: 
                 distinguishable_from_worst=comparisons[worst.steps].distinguishable, verdict=verdict)
 
 
-def launch_recommendation(cfg: Config, result: OptimizeResult, out: Path, *, train_fn: Callable | None = None,
-                          progress: bool = True) -> LaunchOutcome:
-    """Launch the recommended candidate as `tanplan run` launches its target; compare with the prediction."""
+def launch_recommendation(cfg: Config | Members, result: OptimizeResult, out: Path, *,
+                          train_fn: Callable | None = None, progress: bool = True) -> LaunchOutcome:
+    """Launch the recommended candidate (a group of the stage's runs) as `tanplan run` launches its target;
+    compare with the prediction."""
     best = result.recommendation
     folder = out / "launch"
-    launched = launch(cfg.with_overrides(best.overrides), folder, train_fn=train_fn, progress=progress,
+    launched = launch(Members.of(cfg).group(best.overrides), folder, train_fn=train_fn, progress=progress,
                       resume=(folder / "checkpoint").is_dir())
     actual = float(launched.summary.test_accuracy)
     low, high = best.prediction_interval

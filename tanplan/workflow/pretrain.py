@@ -20,6 +20,7 @@ from tanplan.errors import UsageError
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.workflow import tuning
 from tanplan.workflow.inputs import check_inputs, check_out_dir
+from tanplan.workflow.members import Members
 from tanplan.workflow.train_run import train_config
 
 
@@ -29,7 +30,7 @@ def pretrain_entry(cfg: Config, out, *, progress: bool) -> RunSummary:
     public_cfg = pretrain_config(cfg)  # no public data: refused before anything is read
     check_inputs(public_cfg)
     check_out_dir(out)
-    check_public(cfg, lambda c: load_data(c.data))
+    check_public(cfg, lambda c: load_data(c.data), public_cfg)
     return train_config(public_cfg, Path(out) if out is not None else None, progress=progress)
 
 
@@ -39,19 +40,22 @@ def pretrain_config(cfg: Config) -> Config:
         raise UsageError("tanplan pretrain trains on public data: tuning.data = 'private' names none; set "
                          "tuning.data = 'public' (with tuning.path or tuning.dataset, or the mnist1d public draw)")
     t = cfg.tuning
-    if t.path and cfg.data.path and tuning.same_path(t.path, cfg.data.path):
+    if tuning.reads_private_file(cfg):
         raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file (or folder) data.path; "
                          "tanplan pretrain trains on public data, which must hold no private example")
-    tuning.check(cfg.with_overrides({"privacy.private": True}))  # a public set must exist
-    return cfg.with_overrides({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
-                               "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
-                               "init.frozen": (), "init.frozen_blocks": 0, "train.proxy_batch_size": 0})
+    runs = Members.of(cfg)
+    tuning.check(runs.group({"privacy.private": True}).base)  # a public set must exist
+    return runs.group({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
+                       "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
+                       "init.frozen": (), "init.frozen_blocks": 0, "train.proxy_batch_size": 0}).base
 
 
-def check_public(cfg: Config, load) -> None:
+def check_public(cfg: Config, load, public_cfg: Config | None = None) -> None:
     """UsageError unless the public set is fit to pretrain on (tuning.check_public_set): the same input shape
     as the private set, and no private example under the near-copy rule (the module's docstring). Its class
     count may differ (Kurakin et al.: Places365's 365 classes, then ImageNet's 1000): the fine-tuning run
-    re-initialises the head ([init] head) when its shape differs."""
-    tuning.check_public_set(cfg, load(pretrain_config(cfg)), load(cfg), same_classes=False,
+    re-initialises the head ([init] head) when its shape differs. public_cfg: pretrain_config(cfg), as the
+    entry derived it."""
+    public_cfg = public_cfg if public_cfg is not None else pretrain_config(cfg)
+    tuning.check_public_set(cfg, load(public_cfg), load(cfg), same_classes=False,
                             what="pretraining data", remedy="")

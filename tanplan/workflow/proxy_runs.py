@@ -1,6 +1,7 @@
 """Proxy runs: the small runs every stage that simulates a target trains (`tanplan fit`, the ladder,
-`tanplan optimize`), each one call of the engine (tanplan.engine.loop.train_and_evaluate) on a config derived
-from the experiment's: a proxy is `train.proxy_batch_size = B'`, so σ' = σ·B'/B comes from the one Plan. One
+`tanplan optimize`), each one call of the engine (tanplan.engine.loop.train_and_evaluate) on a member of the
+stage's runs (tanplan.workflow.members.Members.proxy, built at the stage's entry): a proxy is `train.proxy_batch_size = B'`,
+so σ' = σ·B'/B comes from the one Plan. One
 device each, as many at once as there are devices (tanplan.workflow.proxy_devices); a run that finished in
 its folder with the same config is read back, not trained again.
 """
@@ -14,6 +15,7 @@ from typing import Callable, Sequence
 from tanplan.config import Config, config_to_toml
 from tanplan.outcomes.fit import ProxyRun
 from tanplan.outcomes.run_summary import RunSummary
+from tanplan.workflow.members import Members
 from tanplan.workflow.proxy_devices import each_on_one_device
 from tanplan.workflow.train_run import train_config
 
@@ -22,23 +24,24 @@ def _default_train_fn():
     return train_config  # THE loop on the run's job (loop.train_and_evaluate read when called: a test may fake it)
 
 
-def train_points(cfg: Config, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
+def train_points(cfg: Config | Members, batch_sizes, seeds: int, out: Path | None, *, train_fn: Callable | None = None,
                  log=print, label: str = "fit", seed_offset: int = 0) -> list[ProxyRun]:
     """Train the proxy at each batch size with `seeds` seeds (experiment seeds seed_offset, ... above the
-    config's); one row per run."""
+    config's; cfg: the members, or a Config they are built of); one row per run."""
     jobs = [(int(b), seed) for b in batch_sizes for seed in range(seed_offset, seed_offset + seeds)]
     return train_runs(cfg, jobs, out, train_fn=train_fn, log=log, label=label)
 
 
-def train_runs(cfg: Config, jobs: Sequence[tuple[int, int]], out: Path | None, *, train_fn: Callable | None = None,
-               log=print, label: str = "fit") -> list[ProxyRun]:
+def train_runs(cfg: Config | Members, jobs: Sequence[tuple[int, int]], out: Path | None, *,
+               train_fn: Callable | None = None, log=print, label: str = "fit") -> list[ProxyRun]:
     """Train the proxy runs (batch size, seed offset) given, one device each and as many at once as there
     are devices (tanplan.workflow.proxy_devices); one row per run, in the jobs' order."""
     train_fn = train_fn or _default_train_fn()
+    members = Members.of(cfg)
 
     def one(job) -> ProxyRun:
         b, seed = job
-        run_cfg = cfg.with_overrides({"train.proxy_batch_size": b, "experiment.seed": cfg.experiment.seed + seed})
+        run_cfg = members.proxy(b, seed)
         workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
         # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
         # from its checkpoint: no new release, no step trained twice

@@ -41,8 +41,8 @@ from tanplan.outcomes.privacy_spent import PlannedTotal
 from tanplan.privacy import accounting, init_provenance
 from tanplan.privacy.accounting import dp_sgd_event
 from tanplan.privacy.ledger import inherited_events_of
-from tanplan.privacy.run_plan import resolve_plan
-from tanplan.privacy.plan import default_delta, plan_from_config
+from tanplan.privacy.plan import Plan, default_delta
+from tanplan.privacy.run_plan import RunPlan
 from tanplan.workflow.fit_members import data_members, steps_members
 
 
@@ -146,43 +146,43 @@ def with_init(total: TotalPlan, cfg: Config) -> TotalPlan:
 
 
 # ---------------------------------------------------------------------------------------------------
-# What each stage will release (its runs' events)
+# What each stage will release (its runs' events). Each takes the target's RunPlan on the private set,
+# resolved once at the stage's entry; a proxy's is RunPlan.at(B') of it.
 
 
-def _runs(cfg: Config, dataset_size: int, proxy_batch_size: int, count: int, what: str) -> Planned:
-    """`count` runs of cfg's proxy at B' (σ' = σ·B'/B, the same S): each run's events, all of them."""
-    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": int(proxy_batch_size)}), dataset_size)
+def _runs(target: RunPlan, proxy_batch_size: int, count: int, what: str) -> Planned:
+    """`count` runs of the target's proxy at B' (σ' = σ·B'/B, the same S): each run's events, all of them."""
+    run = target.at(int(proxy_batch_size))
     return Planned(what=what, runs=count, events=tuple(run.events()) * count)
 
 
-def launch_part(cfg: Config, dataset_size: int) -> Planned:
+def launch_part(target: RunPlan) -> Planned:
     """The launch: the target's releases (DP-SGD, and DP-SNIP's when configured)."""
-    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset_size)
-    return Planned(what="the launch", runs=1, events=tuple(run.events()))
+    return Planned(what="the launch", runs=1, events=tuple(target.events()))
 
 
-def sweep_parts(proxies: Config, dataset_size: int, proxy_batch_size: int, trials: int, top_k: int,
-                seeds: int) -> list[Planned]:
+def sweep_parts(target: RunPlan, proxy_batch_size: int, trials: int, top_k: int, seeds: int) -> list[Planned]:
     """A sweep's trials and re-runs (the top min(top_k, trials) configurations × seeds)."""
     reruns = min(top_k, trials) * seeds
-    parts = [_runs(proxies, dataset_size, proxy_batch_size, trials, "sweep trials")]
+    parts = [_runs(target, proxy_batch_size, trials, "sweep trials")]
     if reruns:
-        parts.append(_runs(proxies, dataset_size, proxy_batch_size, reruns, "sweep re-runs"))
+        parts.append(_runs(target, proxy_batch_size, reruns, "sweep re-runs"))
     return parts
 
 
-def fit_parts(proxies: Config, dataset_size: int, batch_sizes: Sequence[int], seeds: int) -> list[Planned]:
+def fit_parts(target: RunPlan, batch_sizes: Sequence[int], seeds: int) -> list[Planned]:
     """A fit over explicit sizes: each size × seeds."""
-    parts = [_runs(proxies, dataset_size, b, seeds, f"fit runs at B'={b}") for b in sorted(set(batch_sizes))]
+    parts = [_runs(target, b, seeds, f"fit runs at B'={b}") for b in sorted(set(batch_sizes))]
     return [Planned(what="fit runs", runs=sum(p.runs for p in parts), events=sum((p.events for p in parts), ()))]
 
 
-def vary_parts(proxies: Config, dataset_size: int, vary: str, factors, proxy_batch_size: int, seeds: int,
+def vary_parts(target: Plan, vary: str, factors, proxy_batch_size: int, seeds: int,
                available: int | None = None) -> list[Planned]:
     """`fit --vary steps` (members (B/k, S·k²) at σ, each by its proxy B'/k) or `--vary data` (members on
     N' = k·N examples at (B, σ, S), each by its proxy B'), `seeds` runs a member: the members of
-    tanplan.workflow.fit_members.steps_members / data_members."""
-    target = plan_from_config(proxies, dataset_size)
+    tanplan.workflow.fit_members.steps_members / data_members. target: the members' Plan on the private N
+    (tanplan.privacy.plan.plan_from_config, as the members are derived)."""
+    dataset_size = target.dataset_size
     events: tuple = ()
     if vary == "steps":
         members = steps_members(target, factors, proxy_batch_size)
@@ -217,31 +217,30 @@ def ladder_counts(budget) -> dict[int, int]:
     return counts
 
 
-def ladder_part(proxies: Config, dataset_size: int, spent_before: float = 0.0) -> Planned:
-    """The ladder's runs, at most (ladder_counts of its budget after spent_before, the sweep's Σ B')."""
-    from tanplan.workflow.ladder import budget_of  # lazy: JAX (the engine, through proxy_runs); JAX-free callers
-    counts = ladder_counts(budget_of(proxies, spent_before))
+def ladder_part(target: RunPlan, budget) -> Planned:
+    """The ladder's runs, at most (ladder_counts of its budget: tanplan.workflow.ladder.budget_of, after the
+    sweep's Σ B' in a `tanplan run`)."""
+    counts = ladder_counts(budget)
     events: tuple = ()
     for b, n in counts.items():
-        events += _runs(proxies, dataset_size, b, n, "").events
+        events += _runs(target, b, n, "").events
     return Planned(what="ladder runs at most", runs=sum(counts.values()), events=events)
 
 
-def pipeline_plan(cfg: Config, proxies: Config, dataset_size: int, tuning_data: str, *, sweep_batch_size: int,
-                  trials: int, top_k: int, seeds: int, launch: bool = True) -> TotalPlan:
-    """`tanplan run`: the sweep, the ladder (or the explicit fit) and the launch; with public tuning data
-    the launch alone."""
+def pipeline_plan(target: RunPlan, tuning_data: str, *, sweep_batch_size: int, trials: int, top_k: int, seeds: int,
+                  fit_batch_sizes, fit_seeds: int, ladder_budget=None, launch: bool = True) -> TotalPlan:
+    """`tanplan run`: the sweep, the ladder (fit_batch_sizes "auto": ladder_budget, what the sweep's Σ B'
+    leaves) or the explicit fit, and the launch; with public tuning data the launch alone."""
     parts: list[Planned] = []
     if tuning_data == "private":
-        parts += sweep_parts(proxies, dataset_size, sweep_batch_size, trials, top_k, seeds)
-        if cfg.fit.batch_sizes == "auto":
-            # the ladder's budget after the sweep's Σ B' (trials and top_k × seeds re-runs), as the pipeline gives it
-            parts.append(ladder_part(proxies, dataset_size, (trials + top_k * seeds) * sweep_batch_size))
+        parts += sweep_parts(target, sweep_batch_size, trials, top_k, seeds)
+        if fit_batch_sizes == "auto":
+            parts.append(ladder_part(target, ladder_budget))
         else:
-            parts += fit_parts(proxies, dataset_size, list(cfg.fit.batch_sizes), cfg.fit.seeds)
+            parts += fit_parts(target, list(fit_batch_sizes), fit_seeds)
     if launch:
-        parts.append(launch_part(cfg, dataset_size))
-    return of_config(cfg, dataset_size, parts)
+        parts.append(launch_part(target))
+    return of_target(target, parts)
 
 
 def optimize_plan(cfg: Config, dataset_size: int, candidates, window, seeds: int, extend: int, proxy_batch_size,
@@ -277,12 +276,12 @@ def optimize_plan(cfg: Config, dataset_size: int, candidates, window, seeds: int
     return worst[1]
 
 
-def of_config(cfg: Config, dataset_size: int, parts: Sequence[Planned], spent: Sequence = ()) -> TotalPlan:
+def of_target(target: RunPlan, parts: Sequence[Planned], spent: Sequence = ()) -> TotalPlan:
     """A TotalPlan at the target's δ, accountant and relation."""
-    target = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset_size)
     return TotalPlan(parts=tuple(parts), delta=target.delta, accountant=target.accountant,
                      neighbouring=target.neighbouring, spent=tuple(spent))
 
 
-__all__ = ["Planned", "TotalPlan", "limit_of", "check", "with_init", "launch_part", "sweep_parts", "fit_parts", "vary_parts", "ladder_counts",
-           "ladder_part", "pipeline_plan", "optimize_plan", "of_config"]
+__all__ = ["Planned", "TotalPlan", "limit_of", "check", "with_init", "launch_part", "sweep_parts", "fit_parts",
+           "vary_parts", "ladder_counts",
+           "ladder_part", "pipeline_plan", "optimize_plan", "of_target"]

@@ -26,7 +26,7 @@ them:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,14 +34,14 @@ import numpy as np
 
 from tanplan import plugins
 from tanplan.config import Config, train_steps
-from tanplan.data import near_copy
+from tanplan.data import near_copy, rows
 from tanplan.data.load import available_datasets
 from tanplan.data.memmap import META
 from tanplan.data.source import read_rows
 from tanplan.errors import UsageError
 from tanplan.plugins import is_import_path
 from tanplan.outcomes.privacy_spent import TuningRecord
-from tanplan.privacy.run_plan import resolve_plan
+from tanplan.workflow.members import Members
 
 PUBLIC_SEED_OFFSET = 1
 
@@ -56,6 +56,7 @@ class Tuning:
     private_size: int  # N
     tuning_size: int  # N_pub, or N when private
     proxy_data: Any = field(default=None, repr=False, compare=False)  # the Dataset the proxies train on, if loaded
+    target: Any = field(default=None, repr=False, compare=False)  # the launch's RunPlan on N (for_config)
 
     @property
     def sizes_differ(self) -> bool:
@@ -90,7 +91,7 @@ def check(cfg: Config) -> None:
         raise UsageError(f"tuning.data = 'public' needs tuning.path for data.dataset = {cfg.data.dataset!r}: an .npz "
                          "file or a memmap folder of public data of the same task, or tuning.dataset = a loader "
                          f"\"package.module:load\" {NO_PUBLIC}")
-    if t.path and cfg.data.path and same_path(t.path, cfg.data.path):
+    if reads_private_file(cfg):
         raise UsageError(f"tuning.path = {t.path!r} is not allowed: it is the private data file (or folder) "
                          f"data.path; public tuning data must hold no private example {NO_PUBLIC}")
 
@@ -111,6 +112,16 @@ def _public_kind(t) -> str:
     return kind
 
 
+def reads_private_file(cfg: Config) -> bool:
+    """Whether [tuning] reads the private data file or folder as the private set does: the same path, not read
+    by a loader of its own (another loader, or the same one with other tuning.options, reads other rows there,
+    a split of the file say: allowed, and its rows are then checked by the near-copy rule like any public set)."""
+    t, d = cfg.tuning, cfg.data
+    if not (t.path and d.path and same_path(t.path, d.path)):
+        return False
+    return not (is_import_path(t.dataset) and (t.dataset, dict(t.options)) != (d.dataset, dict(d.options)))
+
+
 def same_path(a: str, b: str) -> bool:
     """Whether two paths name the same existing file or folder."""
     a, b = Path(a).expanduser(), Path(b).expanduser()
@@ -125,9 +136,10 @@ def public_data(cfg: Config) -> dict:
     if not (t.path or t.dataset):
         return {"data.seed": cfg.data.seed + PUBLIC_SEED_OFFSET}  # mnist1d: an independent draw of the same size
     kind = t.dataset if is_import_path(t.dataset) else _public_kind(t)
-    return {"data.dataset": kind, "data.path": str(Path(t.path).expanduser()) if t.path else "",
-            "data.train_examples": 0, "data.seed": 0,
-            "data.options": dict(t.options)}  # the private loader's options are not the public set's
+    # a flat-row .npz beside a flat-row source is read in the private set's row shape (tanplan.data.rows)
+    return rows.agreeing({"data.dataset": kind, "data.path": str(Path(t.path).expanduser()) if t.path else "",
+                          "data.train_examples": 0, "data.seed": 0,
+                          "data.options": dict(t.options)}, cfg.data)  # the private loader's options are not its
 
 
 def absolute_paths(cfg: Config) -> Config:
@@ -138,7 +150,7 @@ def absolute_paths(cfg: Config) -> Config:
     named = (("data.path", cfg.data.path), ("tuning.path", cfg.tuning.path), ("init.path", cfg.init.path))
     changes = {key: str(Path(value).expanduser().absolute()) for key, value in named
                if value and not Path(value).expanduser().is_absolute() and Path(value).expanduser().exists()}
-    return cfg.with_overrides(changes) if changes else cfg
+    return Members.of(cfg).group(changes).base
 
 
 def public_name(cfg: Config) -> str:
@@ -185,12 +197,14 @@ def _scale(data, rows: int = 4096) -> float:
     return rms if np.isfinite(rms) and rms > 0 else 1.0
 
 
-def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
+def resolve(cfg: Config, target, *, private=None, load=None, proxy_batch: int | None = None) -> Tuning:
     """The proxies' Tuning for a target Plan on the private set (N = target.dataset_size).
 
     private: the private Dataset, against which a public set is checked (check_public_set); load(cfg) ->
-    the Dataset of a config (default: tanplan.engine.setup.load_data). The public set must hold at least
-    the target's B examples, since its proxies are those of (B, σ·N/N_pub, S) on it.
+    the Dataset of a config (default: tanplan.engine.setup.load_data). proxy_batch: the largest proxy batch B'
+    the caller plans (None: the target's B). The public set must hold at least B' examples: its proxies are
+    those of (B, σ·N/N_pub, S) on it, each sampling B' of them a step; the target's twin itself never trains
+    there, so N_pub < B is fine (tanplan.privacy.run_plan.twin_beyond).
     """
     check(cfg)
     n = target.dataset_size
@@ -201,18 +215,22 @@ def resolve(cfg: Config, target, *, private=None, load=None) -> Tuning:
         from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
 
         load = lambda c: load_data(c.data)  # noqa: E731
-    public_cfg = cfg.with_overrides(public_data(cfg))
+    public_cfg = Members.of(cfg).group(public_data(cfg)).base
     public = load(public_cfg)
     if private is not None:
         check_public_set(cfg, public, private)
     n_pub = int(public.num_train)
-    if n_pub < target.batch_size:
-        raise UsageError(f"the public tuning set has {n_pub} training examples, fewer than train.batch_size = "
-                         f"{target.batch_size}: its proxies stand for the target on it; use a larger public set")
+    need = proxy_batch or target.batch_size
+    if n_pub < need:
+        largest = (f"B' = {need}, the largest proxy batch planned" if proxy_batch else
+                   f"train.batch_size = {need}")
+        raise UsageError(f"the public tuning set has {n_pub} training examples, fewer than {largest} (a proxy samples "
+                         "its batch from them): use a larger public set, or smaller proxies ([sweep] "
+                         "proxy_batch_size, fit.batch_sizes, fit.max_proxy_fraction)")
     # σ·N/N_pub keeps η_step = q/(√2σ) of the target with q = B/N_pub; δ stays the target's (checked on the
     # private N: the proxies' own ε guarantees nothing, so δ ≥ 1/N_pub is no refusal there).
-    proxy_cfg = public_cfg.with_overrides({"privacy.sigma": target.sigma * n / n_pub, "privacy.delta": target.delta,
-                                           "privacy.allow_large_delta": True})
+    proxy_cfg = Members.of(public_cfg).group({"privacy.sigma": target.sigma * n / n_pub, "privacy.delta": target.delta,
+                                              "privacy.allow_large_delta": True}).base
     t = cfg.tuning
     source = (f"public data: {t.dataset if is_import_path(t.dataset) else t.path} ({n_pub} examples)"
               if t.path or t.dataset
@@ -236,21 +254,22 @@ def check_steps(cfg: Config, dataset_size: int | None = None) -> None:
                      f"train.steps: set {same}")
 
 
-def for_config(cfg: Config, private=None) -> Tuning:
+def for_config(cfg: Config, private=None, proxy_batch: int | None = None) -> Tuning:
     """THE proxies of cfg, per [tuning]: load the private set (unless given), resolve the target plan on it
-    (δ and σ checked there), then resolve() the tuning data. A non-private config protects nothing: its
-    proxies train on its own data."""
+    (δ and σ checked there), then resolve() the tuning data (proxy_batch: the largest proxy B' planned). A
+    non-private config protects nothing: its proxies train on its own data. The Tuning holds the target's
+    RunPlan (`target`): the stage's entry hands it down (the total ε's proxies are RunPlan.at(B') of it)."""
     from tanplan.engine.setup import load_data  # lazy: JAX; the API (the planner's) imports this module
 
     check(cfg)
     private = private if private is not None else load_data(cfg.data)
     check_steps(cfg, private.num_train)
-    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), private.num_train)
+    run = Members.of(cfg).target_plan(private.num_train)
     if not run.private:
         n = private.num_train
         return Tuning("private", f"the training set ({n} examples; a non-private run protects nothing)",
-                      absolute_paths(cfg), n, n, proxy_data=private)
-    return resolve(cfg, run.plan, private=private)
+                      absolute_paths(cfg), n, n, proxy_data=private, target=run)
+    return replace(resolve(cfg, run.plan, private=private, proxy_batch=proxy_batch), target=run)
 
 
 def from_record(record: Mapping | None) -> TuningRecord | None:

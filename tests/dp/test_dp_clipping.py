@@ -145,7 +145,7 @@ class SharedLayer(nn.Module):
         return nn.Dense(3)(layer(layer(x.reshape(x.shape[0], -1))))
 
 
-@pytest.mark.parametrize("module, words", [(LooseParam(), "owns parameters"), (MixesRows(), "differ"),
+@pytest.mark.parametrize("module, words", [(LooseParam(), "feeds its own parameters"), (MixesRows(), "differ"),
                                            (SharedLayer(), "more than one")])
 def test_ghost_support_check_refuses_what_it_cannot_clip(module, words):
     params = module.init(jax.random.key(0), jnp.zeros((1, LENGTH, 1)))["params"]

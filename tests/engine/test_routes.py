@@ -1,6 +1,7 @@
 """The gradient route's structure check is remembered per model structure: a second model under the same
 config (as `tanplan bench` times several) gets its own verdict, and a refusal names the model refused."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,18 +25,45 @@ def _model(name, **size):
     return (lambda p, xb: net.apply({"params": p}, xb)), params, x
 
 
+class RootPosition(nn.Module):
+    """A learnt position embedding held by the model itself and feeding a sub-layer: the one layout the
+    per-layer route refuses (every built-in model is covered)."""
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(8)(x.reshape(x.shape[0], -1, 3)) + self.param("pos", nn.initializers.zeros, (1, 1024, 8))
+        return nn.Dense(10)(nn.LayerNorm()(h).mean(axis=1))
+
+
+def _refused():
+    net = RootPosition()
+    x = np.zeros((2, 32, 32, 3), np.float32)
+    params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(net.init, jax.random.key(0), x[:1]))
+    return (lambda p, xb: net.apply({"params": p}, xb)), params["params"], x
+
+
+def test_every_built_in_image_model_takes_the_per_layer_route(monkeypatch):
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    cfg = Config(train=TrainConfig(grad_method="ghost"))
+    for name, size in (("vit_tiny", dict(width=64, depth=1)), ("nf_resnet", dict(width=8, depth=10)),
+                       ("wrn16_4", dict(width=1, depth=10))):
+        logits, params, x = _model(name, **size)
+        assert routes.check(job_of(cfg), logits, params, x) is None, name
+
+
 def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     cfg = Config(train=TrainConfig(grad_method="ghost"))  # model.name stays the default for both
     logits, params, x = _model("cnn2d", width=4, depth=1)
     assert routes.make_grad_sum(job_of(cfg), logits, None, params, x)[1].name == "ghost"
-    logits, params, x = _model("vit_tiny", width=64, depth=1)  # same input shape; its root owns parameters: no per-layer route
+    logits, params, x = _refused()  # same input shape; its root's parameter feeds a layer: no per-layer route
     with pytest.raises(UsageError, match="not possible"):
         routes.make_grad_sum(job_of(cfg), logits, None, params, x)
 
 
 def test_bench_names_the_model_it_refuses(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    monkeypatch.setattr(ghost, "unsupported_reason", lambda *a, **k: "a layer it cannot see")
     with pytest.raises(UsageError, match="model 'vit_tiny'"):
         bench_model("vit_tiny", 2, repeats=1, grad_method="ghost", width=64, depth=1)
 
@@ -47,7 +75,7 @@ def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypat
     from tanplan.engine.route_notes import route_line
 
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
-    logits, params, x = _model("vit_tiny", width=64, depth=1)
+    logits, params, x = _refused()
     cfg = Config(model=ModelConfig(name="vit_tiny", width=64, depth=1), train=TrainConfig(grad_method="auto"))
     route = routes.choose(job_of(cfg), logits, params, x)
     assert route.name == "vmap" and route.reason
@@ -159,4 +187,31 @@ def test_measured_mode_takes_the_faster_route(monkeypatch):
     monkeypatch.setattr(route_cost, "_COSTS", {})
     found, unit = route_cost.costs({"ghost": ghost.ghost_clipped_grad_sum(logits, 1.0),
                                     "vmap": clipping.clipped_grad_sum(logits, 1.0)}, params, x, 2, "measure", "k")
+    assert unit == "ms" and all(seconds > 0 for seconds in found.values())
+
+
+def test_a_route_without_a_flop_count_is_never_costed_at_zero(monkeypatch):
+    """Where the lowering gives no FLOP count the compiled executable's is read; where neither gives one
+    the routes are timed: no route is ever reported at 0 FLOPs (nor chosen for it)."""
+    from tanplan.engine import route_cost
+
+    logits, params, x = _small_cnn()
+    args = route_cost._public_args(params, x, 2)
+    real = route_cost._count
+    calls = []
+
+    def lowering_has_none(analysis):
+        calls.append(analysis)
+        return 0.0 if len(calls) == 1 else real(analysis)
+
+    monkeypatch.setattr(route_cost, "_count", lowering_has_none)
+    assert route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0), args) > 0 and len(calls) == 2
+
+    monkeypatch.setattr(route_cost, "_count", lambda analysis: 0.0)
+    monkeypatch.setattr(route_cost, "_COSTS", {})
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto"))
+    route = routes.choose(job_of(cfg), logits, params, x, rows=2)
+    assert route.cost.startswith("measured: ") and " 0 GFLOP" not in route.cost
+    found, unit = route_cost._COSTS[next(iter(route_cost._COSTS))]
     assert unit == "ms" and all(seconds > 0 for seconds in found.values())

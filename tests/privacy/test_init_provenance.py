@@ -271,11 +271,17 @@ def test_every_workflow_gate_adds_the_init(chain):
     launch alone is within privacy.epsilon, composed with ft1's chain it is not."""
     from tanplan.errors import BudgetExceeded
     from tanplan.workflow import total_budget
+    from tanplan.workflow.members import Members
 
     cfg = load_config(str(chain / "C.toml"), [f'init.path="{chain / "ft1"}"'])
     n = _json(chain / "ft1" / "summary.json")["dataset_size"]
+
+    def gate(c):  # a stage's check: the target resolved once, then its parts
+        target = Members.of(c).target_plan(n)
+        return total_budget.check(total_budget.of_target(target, [total_budget.launch_part(target)]), c)
+
     with pytest.raises(BudgetExceeded, match="the 2 runs \\[init\\]'s weights descend from and the launch"):
-        total_budget.check(total_budget.of_config(cfg, n, [total_budget.launch_part(cfg, n)]), cfg)
+        gate(cfg)
     wider = cfg.with_overrides({"privacy.total_epsilon": 50.0})
-    planned = total_budget.check(total_budget.of_config(wider, n, [total_budget.launch_part(wider, n)]), wider)
+    planned = gate(wider)
     assert planned.epsilon_total_planned_runs == 3 and planned.epsilon_total_planned > 4.0

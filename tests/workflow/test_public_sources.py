@@ -14,6 +14,7 @@ from tanplan import plugins
 from tanplan.config import load_config
 from tanplan.data.memmap import MemmapSource
 from tanplan.errors import UsageError
+from tanplan.privacy.run_plan import resolve_plan
 from tanplan.engine.setup import load_data
 from tanplan.workflow import pretrain, tuning
 
@@ -181,7 +182,7 @@ def test_the_proxies_name_their_files_by_absolute_paths(tmp_path, monkeypatch, d
     monkeypatch.chdir(tmp_path)
     cfg = _cfg("private.npz", 'tuning.path="public"', f'tuning.data="{data}"')
     cfg = cfg.with_overrides({"init.path": "pre"})
-    t = tuning.resolve(cfg, tuning.resolve_plan(cfg, 400).plan, load=lambda c: load_data(c.data))
+    t = tuning.resolve(cfg, resolve_plan(cfg, 400).plan, load=lambda c: load_data(c.data))
     assert t.proxy_cfg.init.path == str(tmp_path / "pre")
     assert t.proxy_cfg.data.path == str(tmp_path / ("public" if data == "public" else "private.npz"))
     url = cfg.with_overrides({"data.path": "hf://some/set", "init.path": ""})

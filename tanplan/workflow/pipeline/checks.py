@@ -81,6 +81,14 @@ def sweep_per_step(cfg: Config, sweep_b: int, trials: int | None = None) -> int:
     return ((trials or s.trials) + s.top_k * s.seeds) * sweep_b
 
 
+def largest_proxy_batch(cfg: Config, sweep_b: int, trials: int | None = None) -> int:
+    """The largest proxy batch B' the run plans, which the public set must hold: the sweep's, or the law's
+    largest rung (an explicit fit.batch_sizes, else the largest the ladder's budget can pay after the sweep)."""
+    if cfg.fit.batch_sizes != "auto":
+        return max(sweep_b, *cfg.fit.batch_sizes)
+    return max(sweep_b, budget_of(cfg, sweep_per_step(cfg, sweep_b, trials)).largest_rung())
+
+
 def check_law_budget(cfg: Config, sweep_b: int, trials: int | None = None) -> None:
     """The ladder's budget after the sweep's runs (UsageError, or NotLaunched when fit.compute_budget leaves
     too little: tanplan.workflow.ladder.check_ladder), or the explicit fit's sizes and seeds."""
@@ -90,14 +98,20 @@ def check_law_budget(cfg: Config, sweep_b: int, trials: int | None = None) -> No
         check_batch_sizes(list(cfg.fit.batch_sizes), cfg.train.batch_size, cfg.fit.seeds, "fit.seeds =")
 
 
-def planned_total(cfg: Config, tune: tuning.Tuning, plan, sweep_b: int, trials: int | None) -> PlannedTotal | None:
-    """The bound on the total ε the run will release on the private set (tanplan.workflow.total_budget);
-    BudgetExceeded (exit 3) above privacy.total_epsilon. None for a non-private config."""
+def planned_total(cfg: Config, tune: tuning.Tuning, target, sweep_b: int, trials: int | None) -> PlannedTotal | None:
+    """The bound on the total ε the run will release on the private set (tanplan.workflow.total_budget; target:
+    the launch's RunPlan on it); BudgetExceeded (exit 3) above privacy.total_epsilon. None for a non-private
+    config."""
     if not cfg.privacy.private:
         return None
-    s = cfg.sweep
-    total = total_budget.pipeline_plan(cfg, tune.proxy_cfg, plan.dataset_size, tune.data, sweep_batch_size=sweep_b,
-                                       trials=trials or s.trials, top_k=s.top_k, seeds=s.seeds)
+    s, f = cfg.sweep, cfg.fit
+    trials = trials or s.trials
+    # the ladder's budget after the sweep's Σ B' (trials and top_k × seeds re-runs), as the pipeline gives it
+    laddered = f.batch_sizes == "auto" and tune.data == "private"
+    ladder = budget_of(tune.proxy_cfg, (trials + s.top_k * s.seeds) * sweep_b) if laddered else None
+    total = total_budget.pipeline_plan(target, tune.data, sweep_batch_size=sweep_b, trials=trials, top_k=s.top_k,
+                                       seeds=s.seeds, fit_batch_sizes=f.batch_sizes, fit_seeds=f.seeds,
+                                       ladder_budget=ladder)
     return total_budget.check(total, cfg)
 
 

@@ -24,7 +24,7 @@ from tanplan.config import Config
 from tanplan.errors import UsageError
 from tanplan.outcomes.pipeline import PlannedCompute, PlannedStage
 from tanplan.workflow import tuning
-from tanplan.workflow.ladder import budget_of
+from tanplan.workflow.ladder import REFERENCE_BATCH, budget_of
 from tanplan.workflow.pipeline.checks import check_law_budget, sweep_batch_size, sweep_per_step
 from tanplan.workflow.pipeline.throughput import Throughput, probe, recorded
 
@@ -65,10 +65,39 @@ def planned_compute(cfg: Config, stages) -> PlannedCompute:
 
 
 def run_compute(cfg: Config, sweep_b: int, trials: int | None = None) -> PlannedCompute:
-    """`tanplan run`'s stages: sweep, ladder (or fit: the ladder gets what fit.compute_budget leaves), launch."""
+    """`tanplan run`'s stages: sweep, ladder (or fit: the ladder gets what fit.compute_budget leaves), launch;
+    with a warning and the cheaper path when the proxies would cost more than the launch (over_budget)."""
     sweep = sweep_cost(cfg, sweep_b, trials)
-    return planned_compute(cfg, (sweep, law_cost(cfg, spent_before=sweep_per_step(cfg, sweep_b, trials)),
-                                 launch_cost(cfg)))
+    planned = planned_compute(cfg, (sweep, law_cost(cfg, spent_before=sweep_per_step(cfg, sweep_b, trials)),
+                                    launch_cost(cfg)))
+    return dataclasses.replace(planned, over_budget=over_budget(cfg, planned, sweep_per_step(cfg, sweep_b, trials)))
+
+
+def over_budget(cfg: Config, planned: PlannedCompute, sweep_spent: float) -> str | None:
+    """None when the proxies (sweep + law stage, at most) cost no more than the launch's B·S; else one line:
+    how much more, and the cheaper path. A prediction is worth buying only while it costs less than the
+    launch it predicts: past that, launching directly (or twice) tells the user more. The cheaper paths: a
+    fit.compute_budget that keeps sweep + ladder within the launch when the law's first rungs still fit
+    after the sweep, else fewer seeds a rung or a cheaper sweep; and always launching directly."""
+    if planned.proxy_fraction <= 1 + 1e-9:
+        return None
+    target = cfg.train.batch_size
+    stages = ", ".join(f"{s.stage} {s.fraction:.3g}" for s in planned.stages if s.stage != "launch")
+    head = (f"the proxies would cost up to {planned.proxy_fraction:.3g}× the launch's compute ({stages} of B·S = "
+            f"{target}·S) before it trains")
+    direct = "launch directly (`tanplan launch`: no prediction, 1× the launch)"
+    if cfg.fit.batch_sizes != "auto":
+        return f"{head}: {direct}, or fewer fit.batch_sizes or fit.seeds"
+    need = budget_of(cfg).first_rungs_cost()  # the law's first rungs, the least a ladder can train
+    if need + sweep_spent <= target:
+        # the smallest fit.compute_budget whose pipeline budget (ladder.pipeline_budget) pays the sweep and those rungs
+        share = (need + sweep_spent) / (target * min(1.0, (REFERENCE_BATCH / target) ** 0.5))
+        least = need + sweep_spent
+        return (f"{head}: set fit.compute_budget = {math.ceil(share * 100) / 100:g} (sweep and ladder within "
+                f"{least:g}·S, {least / target:.2g} of the launch; a wider interval), or {direct}")
+    return (f"{head}; the law's first rungs alone need {need}·S ({need / target:.2g} of the launch) after the "
+            f"sweep's {sweep_spent:g}·S: {direct}, or lower fit.ladder_seeds and the sweep's cost ([sweep] trials, "
+            "top_k, seeds)")
 
 
 def dry_run(cfg: Config, proxy_batch_size: int | None = None, trials: int | None = None) -> PlannedCompute:
@@ -154,8 +183,11 @@ def compute_lines(planned: PlannedCompute) -> list[str]:
     if planned.wall_source is not None:
         lines.append(f"planned wall time: at {planned.seconds_per_example:.3g} s an example-gradient on one device, "
                      f"{planned.wall_source}")
+    if planned.over_budget:
+        lines.append(f"warning: {planned.over_budget}")
     return lines
 
 
-__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "dry_run", "compute_lines",
+__all__ = ["sweep_cost", "law_cost", "launch_cost", "planned_compute", "run_compute", "over_budget", "dry_run",
+           "compute_lines",
            "ladder_runs_bound", "with_wall_time", "duration", "timed"]

@@ -10,13 +10,14 @@ from tanplan.errors import UsageError
 from tanplan.engine.setup import load_data
 from tanplan.fileio import write_json_atomic
 from tanplan.outcomes.pipeline import ProxyCompute, RunResult
-from tanplan.reports.fit import figure_scaling
+from tanplan.reports.fit import figure_scaling, prediction_text
 from tanplan.workflow import tuning
 from tanplan.workflow.best import recording
+from tanplan.workflow.members import Members
 from tanplan.workflow.pipeline.baselines import baselines_at
 from tanplan.workflow.pipeline.costs import compute_lines, run_compute, timed
-from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, planned_total, run_record, sweep_batch_size,
-                                              sweep_per_step, validate_inputs)
+from tanplan.workflow.pipeline.checks import (RUN_FILE, check_resume, largest_proxy_batch, planned_total, run_record,
+                                              sweep_batch_size, sweep_per_step, validate_inputs)
 from tanplan.workflow.pipeline.interrupts import interrupted_stage
 from tanplan.workflow.pipeline.stages import (Progress, eval_sets, launch_plan, launch_stage, law_stage, plan_stage,
                                               prepare_sweep, sweep_stage, tuning_stage)
@@ -46,13 +47,9 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
     check_resume(out, record, resume)
     sweep_b = sweep_batch_size(cfg, proxy_batch_size)
     progress = Progress(baselines, log)
-    dataset = load_data(cfg.data)  # the private set, loaded once
-    plan = launch_plan(cfg, dataset)  # δ, σ and the budget checked: nothing written yet
-    tune = tuning.resolve(cfg, plan, private=dataset)  # the public set loaded once, checked against the private one
+    dataset, plan, tune, planned, spec = checked_data(cfg, sweep_b, trials)
     proxies = tune.proxy_cfg  # every proxy (trial, rung, fit run) trains this config: the tuning data
-    planned = planned_total(cfg, tune, plan, sweep_b, trials)  # exit 3 before anything is written
     test_sizes = eval_sets(tune, dataset)
-    spec = prepare_sweep(proxies, sweep_b, trials)  # checked (space, proxy, Ray address form) before any proxy trains
     # every input checked: the cost, before it is spent (wall times at a throughput already measured)
     for line in compute_lines(timed(run_compute(cfg, sweep_b, trials), cfg, out, measure=False)):
         log(line)
@@ -69,6 +66,8 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
         with recording(out / "sweep" / "best.json", law_dir, "run", private=private):
             ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes,
                                                      sweep_per_step(cfg, sweep_b, trials))
+        if fit_result.law is not None:  # what the user reads, before the launch (the API's log too)
+            progress.log(f"  {prediction_text(fit_result)}")
         compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)
         if not fit_result.law_holds and not launch_anyway:
             result = run_result(plan, ladder, fit_result, best_overrides, compute, planned=planned, started=started,
@@ -93,6 +92,27 @@ def run_pipeline(cfg: Config, out: Path, *, trials: int | None = None, log=print
                             actual=actual, anyway=launch_anyway and not fit_result.law_holds,
                             choice=sweep_choice(out), baselines=rows)
         return write_run(result, cfg.experiment.name, plan, fit_result, out, ladder, section)
+
+
+def checked_data(cfg: Config, sweep_b: int, trials: int | None):
+    """What `run` checks on the data before it writes anything: (the private set, the launch's Plan, the Tuning,
+    the planned total, the sweep's spec). `run --dry-run` checks the same (dry_check)."""
+    dataset = load_data(cfg.data)  # the private set, loaded once
+    target = launch_plan(Members.of(cfg), dataset)  # δ, σ and the budget checked: nothing written yet
+    plan = target.plan
+    # the public set loaded once, checked against the private one, and against the largest proxy planned
+    tune = tuning.resolve(cfg, plan, private=dataset, proxy_batch=largest_proxy_batch(cfg, sweep_b, trials))
+    planned = planned_total(cfg, tune, target, sweep_b, trials)  # exit 3 before anything is written
+    spec = prepare_sweep(tune.proxy_cfg, sweep_b, trials)  # checked (space, proxy, Ray address form)
+    return dataset, plan, tune, planned, spec
+
+
+def dry_check(cfg: Config, out, *, proxy_batch_size: int | None = None, trials: int | None = None,
+              address: str | None = None) -> None:
+    """`run --dry-run`: every check the run makes before it writes or trains (its inputs, then its data: a
+    public set the run would refuse is refused here too); nothing is written."""
+    validate_inputs(cfg, Path(out), address=address, proxy_batch_size=proxy_batch_size, trials=trials)
+    checked_data(cfg, sweep_batch_size(cfg, proxy_batch_size), trials)
 
 
 def run_entry(cfg: Config, out, *, tune_data: str | None, **options) -> RunResult:

@@ -10,12 +10,13 @@ from tanplan.engine.setup import load_data
 from tanplan.outcomes.fit import FitResult, LadderResult, ProxyRun
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.privacy_spent import PlannedTotal
-from tanplan.privacy.run_plan import resolve_plan
 from tanplan.privacy.plan import Plan
+from tanplan.privacy.run_plan import RunPlan
 from tanplan.reports.plan import write_plan_report
 from tanplan.workflow import fit as fit_module
 from tanplan.workflow.ladder import check_ladder, run_ladder
 from tanplan.workflow import launch
+from tanplan.workflow.members import Members
 from tanplan.workflow.sweep import search as sweep
 from tanplan.workflow.sweep.study import STUDY_FILE
 from tanplan.workflow.tuning import Tuning
@@ -34,9 +35,10 @@ class Progress:
         self.log(f"[{self.done}/{self.total}] {text}")
 
 
-def launch_plan(cfg: Config, dataset) -> Plan:
-    """The Plan the launch will run, on the loaded private set (UsageError for a δ, σ or budget it cannot take)."""
-    return resolve_plan(cfg.with_overrides({"train.proxy_batch_size": 0}), dataset.num_train).plan
+def launch_plan(runs: Members, dataset) -> RunPlan:
+    """The RunPlan the launch will run, its target, on the loaded private set (UsageError for a δ, σ or budget
+    it cannot take): the total ε's proxies are RunPlan.at(B') of it."""
+    return runs.target_plan(dataset.num_train)
 
 
 def eval_sets(tune: Tuning, dataset) -> tuple[int | None, int | None]:

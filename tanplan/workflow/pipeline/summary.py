@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.outcomes.fields import fields_of
-from tanplan.outcomes.fit import FitResult, LadderResult
+from tanplan.outcomes.fit import FitResult, IntervalParts, LadderResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.pipeline import LadderStatus, ProxyCompute, RunResult, SweepChoice
 from tanplan.outcomes.privacy_spent import PlannedTotal, Totals
@@ -37,6 +37,17 @@ def ladder_status(ladder: LadderResult | None) -> LadderStatus | None:
                         law_share=ladder.law_share, rungs={r.batch_size: r.seeds for r in ladder.rungs})
 
 
+def read_out(fit: FitResult) -> dict:
+    """The prediction as the user reads it (RunResult's lower_bound, interval_parts_points, half_width_points):
+    none of it without a prediction that is an accuracy."""
+    if fit.predicted_accuracy is None or fit.std_parts is None or fit.lower_bound is None:
+        return {}
+    std = fit.std_parts
+    points = IntervalParts(mean=100 * std.mean, launch=100 * std.launch, misspecification=100 * std.misspecification)
+    return dict(lower_bound=fit.lower_bound, lower_bound_level=fit.lower_bound_level, interval_parts_points=points,
+                half_width_points=100 * fit.half_width if fit.half_width is not None else None)
+
+
 def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | None, best_overrides,
                compute: ProxyCompute, *,
                totals: Totals, planned: PlannedTotal | None, started: float, launched: LaunchResult | None = None,
@@ -56,6 +67,7 @@ def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | 
     return RunResult(
         launched=launched is not None, launched_anyway=anyway, stopped_at=stage, reason=reason,
         what_to_change=what_to_change, predicted_accuracy=predicted, prediction_interval=interval,
+        **read_out(fit),
         actual_accuracy=actual,
         abs_error=abs(actual - predicted) if actual is not None and predicted is not None else None,
         actual_inside_interval=bool(interval[0] <= actual <= interval[1]) if actual is not None and interval else None,
@@ -78,5 +90,14 @@ def write_run(result: RunResult, name: str, plan: Plan, fit_result: FitResult | 
               extra_markdown: str = "") -> RunResult:
     """summary.json and report.md of the run; the result."""
     write_json_atomic(out / "summary.json", result.to_dict())
-    write_text_atomic(out / "report.md", run_report(name, plan, fit_result, result, out, ladder) + extra_markdown)
+    write_text_atomic(out / "report.md", run_report(name, plan, fit_result, result, out, ladder) + extra_markdown
+                      + released_model(out, result.launched))
     return result
+
+
+def released_model(out: Path, launched: bool) -> str:
+    """report.md's last section: where the launch's released model is, and what reads it."""
+    if not launched:
+        return ""
+    return (f"\n\n## The released model\n`{out / 'launch' / 'model'}` (model.json, params.npz): "
+            f"`tanplan.load_run(\"{out}\")` reads it back, and `init.path = \"{out}\"` starts a run from it.\n")

@@ -38,8 +38,8 @@ from tanplan.errors import UsageError
 from tanplan.fileio import exclusive
 from tanplan.outcomes.sweep import SweepResult, SweepScale
 from tanplan.plugins import worker_env
-from tanplan.privacy.run_plan import resolve_plan
 from tanplan.ray_session import check_address, last_signal, start_ray, stop_ray  # noqa: F401  (check_address: for commands)
+from tanplan.workflow.members import Members
 from tanplan.workflow.sweep import results
 from tanplan.workflow.sweep.space import default_space, parse_space, to_optuna
 from tanplan.workflow.sweep.study import (ERROR, FINISHED, METRIC, PRUNED, SweepSpec, TrialJob, TrialReport, finished_count, finite,
@@ -67,15 +67,18 @@ def prepare(cfg, *, proxy_batch_size: int | None = None, trials: int | None = No
     dims = parse_space(section.space or default_space(kind), cfg, augmentations=_augmentations(kind),
                        models=_models())
     dataset = dataset if dataset is not None else load_data(cfg.data)
-    run = resolve_plan(cfg.with_overrides({"train.proxy_batch_size": proxy}), dataset.num_train)
+    runs = Members.of(cfg)  # every trial's config derives from these runs' (its params: trial.trial_entry)
+    run = runs.proxy_plan(proxy, dataset.num_train)
     pinned = {"train.proxy_batch_size": proxy}
     if run.private:
-        pinned.update({"privacy.sigma": run.target.sigma, "privacy.delta": run.target.delta})
+        # the twin a set smaller than B states at q = 1 has another σ (run_plan.twin_beyond): pin the config's
+        sigma = cfg.privacy.sigma if run.target.dataset_size != run.dataset_size else run.target.sigma
+        pinned.update({"privacy.sigma": sigma, "privacy.delta": run.target.delta})
         target, trained = SweepScale(**run.target.to_dict()), SweepScale(**run.plan.to_dict())
     else:
         target = SweepScale(batch_size=batch, steps=cfg.train.steps, private=False)
         trained = SweepScale(batch_size=proxy, steps=cfg.train.steps, private=False)
-    base = cfg.with_overrides(pinned).to_dict()
+    base = runs.group(pinned).base.to_dict()
     base.pop("sweep", None)  # trials do not sweep
     return SweepSpec(
         base=base, dims=dims,

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tanplan.config import Config, check_tunable
+from tanplan.config import Config, check_tunable, check_value
 from tanplan.errors import UsageError
 
 # Short names of the searched keys -> the config key each one sets.
@@ -202,7 +202,7 @@ def _check_values(dim: Dimension, cfg: Config, *, augmentations=None, models=Non
     values = dim.choices if dim.is_choice else (dim.low, dim.high)
     for value in values:
         try:
-            cfg.with_overrides({dim.path: value})
+            check_value(cfg, dim.path, value)
         except UsageError as err:
             raise UsageError(f"[sweep.space] {dim.name}: {err}") from None
         if dim.path == "data.augmentation" and augmentations is not None and value not in augmentations:

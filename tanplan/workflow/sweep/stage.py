@@ -35,13 +35,13 @@ def sweep_entry(cfg: Config, out, *, proxy_batch_size: int | None, trials: int |
     search.check_proxy(cfg, proxy_batch_size)
     check_sweep_space(cfg)
     tuning.check(cfg)
-    tune = tuning.for_config(cfg)  # the trials train the proxies' config: [tuning] data, public by default
+    # the trials train the proxies' config: [tuning] data, public by default, holding the trials' B'
+    tune = tuning.for_config(cfg, proxy_batch=search.check_proxy(cfg, proxy_batch_size))
     spec = search.prepare(tune.proxy_cfg, proxy_batch_size=proxy_batch_size, trials=trials, top_k=top_k,
                           seeds=seeds, scheduler=scheduler, max_concurrent=max_concurrent)
     if cfg.privacy.private and tune.data == "private":  # exit 3 before any trial when over privacy.total_epsilon
-        parts = total_budget.sweep_parts(tune.proxy_cfg, tune.private_size, spec.proxy.batch_size, spec.trials,
-                                         spec.top_k, spec.seeds)
-        total_budget.check(total_budget.of_config(cfg, tune.private_size, parts), cfg)
+        parts = total_budget.sweep_parts(tune.target, spec.proxy.batch_size, spec.trials, spec.top_k, spec.seeds)
+        total_budget.check(total_budget.of_target(tune.target, parts), cfg)  # the launch's RunPlan, from for_config
     t, p = spec.target, spec.proxy
     planned = costs.planned_compute(cfg, [costs.sweep_cost(cfg, p.batch_size, spec.trials, spec.top_k, spec.seeds)])
     for line in costs.compute_lines(costs.timed(planned, cfg, out, measure=False)):

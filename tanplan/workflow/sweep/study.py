@@ -84,7 +84,7 @@ class TrialJob:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrialReport:
-    """What a trial reports to Ray Tune (run_trial's results), as the driver reads it back."""
+    """What a trial reports to Ray Tune (trial_entry's results), as the driver reads it back."""
 
     final: bool = False  # the last report: the trial's outcome
     status: str = FINISHED

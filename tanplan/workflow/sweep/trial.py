@@ -16,9 +16,10 @@ from tanplan.workflow.train_run import train_config
 from tanplan.workflow.sweep.study import DIVERGED, ERROR, FINISHED, METRIC, SweepSpec, TrialJob
 
 
-def run_trial(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[Dimension, ...], trials_dir: str,
-              train_fn: Callable | None = None, report: Callable[[dict], None] | None = None) -> dict:
-    """Train one configuration and report its evaluations; returns the final result reported.
+def trial_entry(job: Mapping[str, Any] | TrialJob, *, base: Mapping, dims: tuple[Dimension, ...], trials_dir: str,
+                train_fn: Callable | None = None, report: Callable[[dict], None] | None = None) -> dict:
+    """A trial's own entry (what a Ray worker runs): its Config resolved here, once, from the sweep's base record
+    and the trial's params and seed; train it and report its evaluations; returns the final result reported.
 
     job: a TrialJob, or its dict {"params": {searched name: value}, "trial", "seed", "kind": "search" | "rerun"}.
     Never raises for a failed training: the outcome is in result["status"] (finished, diverged, error),
@@ -93,15 +94,18 @@ def _numbers(metrics: Mapping) -> dict:
     return out
 
 
+run_trial = trial_entry  # its earlier name (tests and plugins run a trial through it)
+
+
 def make_trainable(spec: SweepSpec, trials_dir: Path, train_fn: Callable | None = None):
-    """The Ray Tune function trainable: a thin wrapper that runs run_trial and reports through Tune."""
+    """The Ray Tune function trainable: a thin wrapper that runs trial_entry and reports through Tune."""
     base, dims, where = spec.base, spec.dims, str(trials_dir)
 
     def sweep_trial(config):
         from ray import tune
 
-        run_trial(TrialJob.of(config), base=base, dims=dims, trials_dir=where, train_fn=train_fn,
-                  report=tune.report)
+        trial_entry(TrialJob.of(config), base=base, dims=dims, trials_dir=where, train_fn=train_fn,
+                    report=tune.report)
 
     return sweep_trial
 
