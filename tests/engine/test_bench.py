@@ -19,3 +19,19 @@ def test_bench_cli_reports_both_steps_and_their_ratio(capsys):
     assert set(r["nonprivate_routes"]) == {"plain", "ghost"}
     assert r["nonprivate_seconds"] == min(r["nonprivate_routes"].values())
     assert r["nonprivate_routes"][r["nonprivate_route"]] == r["nonprivate_seconds"]
+
+
+def test_a_step_out_of_memory_is_one_line_naming_the_batch_and_exit_2(capsys, monkeypatch):
+    from tanplan.commands import bench
+
+    def exhausted(model, *args, **kwargs):  # what XLA raises when a step does not fit (its own error type)
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 9.9GiB")
+
+    monkeypatch.setattr(bench, "bench_model", exhausted)
+    assert cli.main(["bench", "--model", "mlp", "--batch-size", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("tanplan: error: --batch-size 8 is not allowed for mlp: one step ran out of the device's "
+                           "memory; give a smaller --batch-size"), err
+    monkeypatch.setattr(bench, "bench_model", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
+    assert cli.main(["bench", "--model", "mlp", "--batch-size", "8"]) == 1  # any other error stays internal
+    assert "internal error" in capsys.readouterr().err
