@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tanplan.commands._args import positive_int, print_json
-from tanplan.engine.bench import DEFAULT_BATCH, DEFAULT_MODELS, bench_model, input_shape
+from tanplan.engine.bench import DEFAULT_MODELS, batch_of, bench_model, input_shape
 from tanplan.errors import UsageError
 
 HELP = "time the DP-SGD step against the fastest non-private step of the same model and batch (ratio, samples/s)"
@@ -54,7 +54,7 @@ def _timed(model: str, args):
     except Exception as err:  # XLA raises its own error type: only the memory case is the input's
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
-        batch = args.batch_size or DEFAULT_BATCH.get(model, 256)
+        batch = batch_of(model, args.batch_size)
         raise UsageError(f"--batch-size {batch} is not allowed for {model}: one step ran out of the device's memory; "
                          "give a smaller --batch-size") from None
 
@@ -71,7 +71,7 @@ def _check_fits(model: str, batch_size: int | None) -> None:
 
     from tanplan.models import create_model  # lazy: JAX; `tanplan --help` builds this parser without it
 
-    batch = batch_size or DEFAULT_BATCH.get(model, 256)
+    batch = batch_of(model, batch_size)
     shape = input_shape(model)
     net = create_model(model, 10)
     params = jax.eval_shape(lambda key: net.init(key, np.zeros((1, *shape), np.float32)), jax.random.key(0))

@@ -33,6 +33,11 @@ DEFAULT_BATCH = {"cnn1d": 256, "wrn16_4": 64, "vit_tiny": 64, "nf_resnet": 8}
 ONE_D_MODELS = ("mlp", "cnn1d")  # models that read mnist1d signals; the others read 32x32x3 images
 
 
+def batch_of(model: str, batch_size: int | None = None) -> int:
+    """The rows a bench step of `model` takes: batch_size when given, else its CPU-sized default (256)."""
+    return batch_size or DEFAULT_BATCH.get(model, 256)
+
+
 @dataclass(frozen=True)
 class BenchResult:
     model: str
@@ -61,7 +66,7 @@ def input_shape(model: str) -> tuple[int, ...]:
 def bench_model(model: str, batch_size: int | None = None, *, repeats: int = 5, warmup: int = 2,
                 grad_method: str = "auto", width: int = 0, depth: int = 0) -> BenchResult:
     """Median step time of DP-SGD (σ = 1, C = 1) and of non-private SGD for `model` at batch_size."""
-    batch_size = batch_size or DEFAULT_BATCH.get(model, 256)
+    batch_size = batch_of(model, batch_size)
     shape = input_shape(model)
     net = create_model(model, 10, width=width, depth=depth)
     rng = np.random.default_rng(0)
