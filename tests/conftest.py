@@ -86,6 +86,7 @@ class _SharedLogA:
         if self.pid != os.getpid():  # a forked process opens its own
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # no fsync per insert (5,000 inserts: 4.9 s wall → 0.2)
             self.db.execute("CREATE TABLE IF NOT EXISTS log_a (q REAL, s REAL, a REAL, v REAL, PRIMARY KEY (q, s, a))")
             self.pid = os.getpid()
         return self.db
@@ -145,11 +146,11 @@ if not _PLAIN:
 
 
 # The modules that cost most CPU-s in a cold `make test` (issue 45), costliest first; the rest keep their order.
-HEAVY_FIRST = ("test_api_doc.py", "workflow/test_planned_compute.py", "workflow/test_total_budget.py",
-               "workflow/test_launch_devices.py", "engine/test_routes.py", "workflow/test_final_audit.py",
-               "engine/test_two_processes.py", "test_plugins.py", "commands/test_frontier_commands.py",
-               "workflow/test_audit.py", "privacy/test_accounting.py", "dp/test_ghost_layers.py",
-               "workflow/test_ladder.py", "workflow/test_experiments.py")
+HEAVY_FIRST = ("test_api_doc.py", "engine/test_two_processes.py", "engine/test_routes.py", "test_plugins.py",
+               "privacy/test_accounting.py", "workflow/test_audit.py", "commands/test_frontier_commands.py",
+               "workflow/test_proxy_devices.py", "workflow/test_total_budget.py", "dp/test_ghost_layers.py",
+               "engine/test_loop.py", "workflow/test_sweep_ray.py", "workflow/test_optimize.py",
+               "workflow/test_final_audit.py", "commands/test_plan_command.py", "workflow/test_audit_input.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,8 +3,11 @@ stages (fit, launch, pipeline, sweep) run in milliseconds, with accuracies from 
 
 - fake_train(law, noise): accuracy a law of the batch size (the batch scaling law of fit and pipeline);
 - fake_sweep_train(...): accuracy a law of the searched hyper-parameters, with the evaluations and the
-  summary a sweep trial reads; failing_train(error): a run that diverges or crashes. Ray workers cannot import this module (tests/ is not on their path):
-  call `ray.cloudpickle.register_pickle_by_value(fakes)` first, so that its functions travel by value.
+  summary a sweep trial reads; failing_train(error): a run that diverges or crashes;
+- mnist1d_shaped(...): random data of mnist1d's shapes, for load_mnist1d where a test needs N, not the signals.
+
+Ray workers cannot import this module (tests/ is not on their path): call
+`ray.cloudpickle.register_pickle_by_value(fakes)` first, so that its functions travel by value.
 """
 
 import math
@@ -154,3 +157,17 @@ def fake_pipeline_engine(monkeypatch, train_fn, learning_rate: float):
     monkeypatch.setattr(launch_module, "launch",
                         lambda cfg, out, progress=True, resume=False: real_launch(cfg, out, train_fn=train_fn))
     return train_fn
+
+
+def mnist1d_shaped(num_samples: int = 60_000, seed: int = 0):
+    """Stands in for tanplan.data.load.load_mnist1d where a test needs the demo's N, not its signals: random signals
+    of mnist1d's shapes and split (80% train, 40 points, 10 balanced classes), one draw a seed, nothing cached
+    (generating the demo's 20,000-row draw costs about 14 CPU-s)."""
+    from tanplan.data.dataset import Dataset
+
+    rng = np.random.default_rng(seed)
+    n_train = num_samples // 10 * 8
+    x = rng.normal(size=(num_samples, 40, 1)).astype(np.float32)
+    y = (np.arange(num_samples) % 10).astype(np.int32)
+    return Dataset("mnist1d", x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:],
+                   num_classes=10)

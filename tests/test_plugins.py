@@ -186,12 +186,19 @@ def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, 
     """tanplan.run on the same TOML in this process: plan, sweep, fit and launch of the plugged-in model on the
     plugged-in source, the sweep's trial trained in this process (no Ray: the test above covers the workers);
     the typed result is the summary.json the command prints."""
+    from tanplan.workflow.pipeline import stages
     from tanplan.workflow.sweep import search
 
     monkeypatch.setattr(search, "run_sweep", _sweep_in_process)
+    # the plan's report (RDP curves, figures: 8 CPU-s here) is tests/commands/test_plan_command.py's: only asked for
+    reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: reports.append(out))
     toml = tmp_path / "run.toml"
     toml.write_text(plugin_toml(on_path / "data", extra=RUN_EXTRA))
-    result = tanplan.run(toml, tmp_path / "run", launch_anyway=True)
+    # the per-layer route asked for: auto's costing of both routes at each proxy's rows (about 3 CPU-s) is the
+    # test above's, which has auto take it for this model
+    result = tanplan.run(toml, tmp_path / "run", overrides={"train.grad_method": "ghost"}, launch_anyway=True)
+    assert reports == [tmp_path / "run" / "plan"]
     assert isinstance(result, tanplan.RunResult) and result.launched and result.actual_accuracy > 0.8
     assert result.to_dict() == json.loads((tmp_path / "run" / "summary.json").read_text())
     launch_epsilon = result.to_dict()["launch_epsilon"]  # the launch's own; `epsilon` is the total (private tuning)

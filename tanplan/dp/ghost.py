@@ -430,7 +430,8 @@ def per_example_grads(logits_fn, params, x, y, keys, augment=None, aug_mult: int
 
 
 def _tree_norm(tree) -> float:
-    return float(np.sqrt(sum(float(jnp.sum(leaf.astype(jnp.float32) ** 2)) for leaf in jax.tree.leaves(tree))))
+    """The L2 norm of a tree, on the host in float64 (eager jnp would compile a program per leaf shape)."""
+    return float(np.sqrt(sum(np.sum(np.asarray(leaf, np.float64) ** 2) for leaf in jax.tree.leaves(tree))))
 
 
 def unsupported_reason(logits_fn, params, example_x, *, numeric: bool = True, rtol: float = 1e-3) -> str | None:
@@ -478,7 +479,7 @@ def _unsupported_reason(logits_fn, params, example_x, *, numeric: bool, rtol: fl
         return (f"per-layer norms {np.asarray(norms).tolist()} differ from per-example gradient norms "
                 f"{expected.tolist()}")
     summed, _, _, _ = fn(params, x, y, keys, jnp.arange(n) == 0)
-    diff = jax.tree.map(lambda a, b: a - 0.5 * b, summed, direct[0])
+    diff = jax.tree.map(lambda a, b: np.asarray(a, np.float64) - 0.5 * np.asarray(b, np.float64), summed, direct[0])
     if _tree_norm(diff) > rtol * clip:
         return f"clipped sum of one example is off by {_tree_norm(diff):g} (clip norm {clip:g})"
     return None

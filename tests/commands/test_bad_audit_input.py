@@ -35,6 +35,7 @@ epsilon = 100.0
 batch_size = 256
 steps = 4
 eval_every = 2
+grad_method = "vmap"  # the route is not what is tested: no choice between routes to trace and cost
 [sweep]
 trials = 1
 top_k = 0

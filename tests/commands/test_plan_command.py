@@ -113,7 +113,17 @@ def test_proxy_larger_than_target_is_exit_2(capsys):
     assert code == 2 and "20000" in err
 
 
-def test_plan_report_writes_tables_and_three_figures(capsys, tmp_path):
+@pytest.fixture
+def unshared_rdp(monkeypatch):
+    """dp_accounting's _compute_log_a as installed, without the test session's shared memo (tests/conftest.py):
+    no other test asks for these settings' curves, and storing each of their values in the memo's SQLite file
+    costs more than computing them."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    monkeypatch.setattr(rdp, "_compute_log_a", getattr(rdp._compute_log_a, "plain", rdp._compute_log_a))
+
+
+def test_plan_report_writes_tables_and_three_figures(capsys, tmp_path, unshared_rdp):
     out_dir = tmp_path / "report"
     code, out, _ = run_cli(capsys, "plan", "--dataset-size", "60000", "--batch-size", "4096", "--steps", "100",
                            "--sigma", "4", "--out", str(out_dir), "--json")

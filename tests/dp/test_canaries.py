@@ -62,9 +62,10 @@ def test_the_step_reads_one_per_inclusion_and_the_noise_around_it():
     inputs = {**_inputs(design, arrays, chosen), "shadow": batch}
     key = jax.random.key(0)
     joined = (chosen & arrays.held_in).astype(float)
-    _, stats = canaries.audited_noisy_sum(grad_sum, 0.0, design)(PARAMS, batch, key, key, inputs)
+    # compiled, as the run's step is (op by op, its many small programs cost a second)
+    _, stats = jax.jit(canaries.audited_noisy_sum(grad_sum, 0.0, design))(PARAMS, batch, key, key, inputs)
     assert np.allclose(np.asarray(stats[canaries.OBSERVATION]), joined, atol=1e-4)
-    _, stats = canaries.audited_noisy_sum(grad_sum, 2.0 * 1.5, design)(PARAMS, batch, key, key, inputs)
+    _, stats = jax.jit(canaries.audited_noisy_sum(grad_sum, 2.0 * 1.5, design))(PARAMS, batch, key, key, inputs)
     residual = np.asarray(stats[canaries.OBSERVATION]) - joined
     assert abs(residual.std() - 1.5) < 0.15 and abs(residual.mean()) < 0.2  # σ = 1.5; 600 draws
 

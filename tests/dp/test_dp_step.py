@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from dp_helpers import ROWS, make_rows, make_tiny, shift_augment, tree_max_diff
+from dp_helpers import ROWS, make_rows, make_tiny, shift_augment, tree_max_diff, tree_norm
 
 from tanplan.config import TrainConfig
 from tanplan.dp import augmult, ghost, noise, optim, sampling
@@ -45,19 +45,24 @@ def _view_grad(k):
     return jax.jit(jax.grad(loss))
 
 
+# The noise of one step, compiled once (eagerly, each leaf's sampler compiles by itself).
+_add_noise = jax.jit(noise.add_gaussian_noise, static_argnums=2)
+
+
 def _reference(params, x, y, mask, key, k=1, augment=None):
-    """DP-SGD written out: per-example gradient (mean over K views), clip, sum, one noise draw, /B, SGD."""
+    """DP-SGD written out: per-example gradient (mean over K views), clip, sum, one noise draw, /B, SGD.
+    The arithmetic on the host (numpy): eager jnp ops would compile a program per leaf shape."""
     noise_key, aug_key = jax.random.split(key)
     keys = augmult.example_keys(aug_key, np.arange(ROWS))  # example i's views: its dataset index i
-    total = jax.tree.map(jnp.zeros_like, params)
+    total = jax.tree.map(lambda p: np.zeros(p.shape, np.float32), params)
     for i in np.flatnonzero(mask):
         view_keys = jax.random.split(keys[i], k)
         views = jnp.stack([x[i] if augment is None else augment(view_keys[j], x[i]) for j in range(k)])
-        g = _view_grad(k)(params, views, y[i])
-        scale = min(1.0, CLIP / float(optax.global_norm(g)))
-        total = jax.tree.map(lambda t, gi: t + scale * gi, total, g)
-    noisy = noise.add_gaussian_noise(total, noise_key, SIGMA * CLIP)
-    return jax.tree.map(lambda p, g: p - LR * g / B, params, noisy)
+        g = jax.tree.map(np.asarray, _view_grad(k)(params, views, y[i]))
+        scale = min(1.0, CLIP / tree_norm(g))
+        total = jax.tree.map(lambda t, gi: t + np.float32(scale) * gi, total, g)
+    noisy = _add_noise(total, noise_key, SIGMA * CLIP)
+    return jax.tree.map(lambda p, g: np.asarray(p) - np.float32(LR / B) * np.asarray(g), params, noisy)
 
 
 def test_step_equals_written_out_dp_sgd():
@@ -114,9 +119,10 @@ def test_noise_is_drawn_once_per_step_with_std_sigma_c():
     moved = []
     for chunks in (1, 2):  # accumulation must not add a second draw
         new, _ = fn(state, _batch(x, y, mask, chunks), *jax.random.split(key))
-        moved.append(jax.tree.map(lambda new_p, p: (p - new_p) * B / LR, new.params, params))
+        moved.append(jax.tree.map(lambda new_p, p: (np.asarray(p) - np.asarray(new_p)) * B / LR,
+                                  new.params, params))
     assert tree_max_diff(moved[0], moved[1]) < 1e-5
-    expected = noise.add_gaussian_noise(jax.tree.map(jnp.zeros_like, params), jax.random.split(key)[0], SIGMA * CLIP)
+    expected = _add_noise(jax.tree.map(jnp.zeros_like, params), jax.random.split(key)[0], SIGMA * CLIP)
     assert tree_max_diff(moved[0], expected) < 1e-4
 
 
@@ -154,7 +160,7 @@ def test_ema_follows_its_update_rule():
     s1, _ = fn(state, batch, *jax.random.split(jax.random.key(0)))
     s2, _ = fn(s1, batch, *jax.random.split(jax.random.key(1)))
     d1 = float(optim.ema_decay_at(EMA, jnp.asarray(1)))
-    expected = jax.tree.map(lambda e, p: d1 * e + (1 - d1) * p, s1.ema_params, s2.params)
+    expected = jax.tree.map(lambda e, p: d1 * np.asarray(e) + (1 - d1) * np.asarray(p), s1.ema_params, s2.params)
     assert tree_max_diff(s2.ema_params, expected) < 1e-6
     assert d1 == pytest.approx(2 / 11)  # warm-up min(decay, (1 + t)/(10 + t)) at t = 1
 

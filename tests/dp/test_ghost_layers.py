@@ -85,7 +85,8 @@ MODELS = {"tokens": Tokens, "attention": Attention, "embedding": Embedding, "wsc
 @functools.lru_cache(maxsize=None)
 def _model(kind):
     module = MODELS[kind]()
-    params = module.init(jax.random.key(1), jnp.zeros((1, LENGTH, 1)))["params"]
+    # One compiled init (the same values as flax's eager one, which compiles each initialiser op by itself)
+    params = jax.jit(module.init)(jax.random.key(1), jnp.zeros((1, LENGTH, 1)))["params"]
     logits_fn = lambda p, x: module.apply({"params": p}, x)  # noqa: E731
     fns = (jax.jit(ghost.ghost_clipped_grad_sum(logits_fn, CLIP, return_norms=True)),
            jax.jit(clipping.clipped_grad_sum(logits_fn, CLIP)))
@@ -96,7 +97,9 @@ def _model(kind):
 @pytest.mark.parametrize("kind", sorted(MODELS))
 def test_per_layer_norms_and_sums_equal_per_example_gradients(kind):
     logits_fn, params, (ghost_fn, vmap_fn), example_grad = _model(kind)
-    assert ghost.unsupported_reason(logits_fn, params, make_rows(2)[0]) is None
+    # The structure is accepted; the check's numeric half (norms against jax.grad) is what this test does
+    # itself below, at 1e-5 and on 8 rows: running it twice would compile the route twice.
+    assert ghost.unsupported_reason(logits_fn, params, make_rows(2)[0], numeric=False) is None
     x, y = make_rows(ROWS, seed=3, scale=3.0)
     mask = np.arange(ROWS) != 2
     grads, losses, _, norms = ghost_fn(params, x, y, row_keys(), mask)
@@ -119,7 +122,7 @@ def test_removing_one_example_moves_the_clipped_sum_by_at_most_c(kind):
     for j in range(ROWS):
         without = full.copy()
         without[j] = False
-        moved.append(tree_norm(jax.tree.map(jnp.subtract, total, ghost_fn(params, x, y, row_keys(), without)[0])))
+        moved.append(tree_norm(jax.tree.map(np.subtract, total, ghost_fn(params, x, y, row_keys(), without)[0])))
     assert max(moved) <= CLIP * (1 + 1e-5)
     assert max(moved) >= 0.99 * CLIP  # the bound is attained: clipping binds
 
@@ -146,7 +149,7 @@ class RootTokens(nn.Module):
 
 @pytest.mark.parametrize("module, child", [(FeedsChild(), "Dense_0"), (RootTokens(), "LayerNorm_0")])
 def test_own_parameters_that_feed_a_sub_layer_are_refused_and_named(module, child):
-    params = module.init(jax.random.key(0), jnp.zeros((1, LENGTH, 1)))["params"]
+    params = jax.eval_shape(module.init, jax.random.key(0), jnp.zeros((1, LENGTH, 1)))["params"]  # shapes suffice
     reason = ghost.unsupported_reason(lambda p, x: module.apply({"params": p}, x), params, make_rows(2)[0])
     assert reason is not None and reason.endswith(f"feeds its own parameters into its sub-layer {child}")
 

@@ -2,6 +2,8 @@
 clipped by the run's clipped sum with the batch, joining it only when held in and drawn, and read back as
 ‖clip_C(g_j)‖/C along their own clipped gradient; a clipping bound above C shows in what the auditor reads."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +29,9 @@ def _step(clip_norm, chosen, arrays, noise_std=0.0):
     rng = np.random.default_rng(2)
     batch = {"x": jnp.asarray(rng.normal(size=(1, 8, 6)), jnp.float32), "y": jnp.asarray(rng.integers(0, 4, (1, 8))),
              "mask": jnp.ones((1, 8), bool), "index": jnp.arange(8, dtype=jnp.int32)[None]}
-    noisy_sum = input_canaries.audited_noisy_sum(grad_sum, noise_std, input_canaries.InputDesign(arrays.x.shape[0], C, 0.0))
+    # compiled once for both calls, as the run's step compiles it (op by op, its many small programs cost seconds)
+    noisy_sum = jax.jit(input_canaries.audited_noisy_sum(grad_sum, noise_std,
+                                                         input_canaries.InputDesign(arrays.x.shape[0], C, 0.0)))
     inputs = {**arrays.step_inputs(), "chosen": jnp.asarray(chosen)}
     grads, stats = noisy_sum(PARAMS, batch, jax.random.key(3), jax.random.key(4), inputs)
     joined_none = {**inputs, "chosen": jnp.zeros_like(inputs["chosen"])}
@@ -73,8 +77,8 @@ def test_with_noise_a_held_out_canary_reads_the_noise_along_its_own_clipped_grad
     noisy, observed, _ = _step(C, np.zeros(200, bool), arrays, noise_std=2 * C)
     _, _, real = _step(C, np.zeros(200, bool), arrays)  # the same rows without noise
     inputs = {**arrays.step_inputs(), "chosen": jnp.zeros(200, bool)}
-    gradients = np.asarray(input_canaries.clipped_gradients(clipping.clipped_grad_sum(_logits, C), PARAMS, inputs,
-                                                            jax.random.key(4)))
+    clipped = jax.jit(functools.partial(input_canaries.clipped_gradients, clipping.clipped_grad_sum(_logits, C)))
+    gradients = np.asarray(clipped(PARAMS, inputs, jax.random.key(4)))
     units = gradients / np.linalg.norm(gradients, axis=1, keepdims=True)
     assert np.allclose(observed, units @ np.asarray(noisy - real) / C, atol=1e-4)
     assert 1.3 < np.std(observed) < 2.7  # σ = 2 along every direction (one draw, 28 coordinates)

@@ -1,5 +1,7 @@
 """Pre-pruning and gradient dropping: masked coordinates get neither gradient nor noise, sensitivity C."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,10 +14,20 @@ from tanplan.dp import step as dp_step
 
 C = 0.5
 
+# The masks compiled whole: run eagerly, each op (a top-k per layer and kept count) compiles by itself.
+random_mask = jax.jit(pruning.random_mask, static_argnums=2)
+
 
 def _chunk(x, y, mask=None):
     mask = np.ones(len(x), bool) if mask is None else mask
     return jnp.asarray(x), jnp.asarray(y), jax.random.split(jax.random.key(0), len(x)), jnp.asarray(mask)
+
+
+@functools.lru_cache(maxsize=None)
+def _masked_clipped_sum(logits_fn):
+    """The clipped sum of the model under a pruning mask given as an argument: one compile serves every mask."""
+    return jax.jit(lambda params, mask, *chunk: clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)(
+        params, *chunk))
 
 
 def _prunable_leaves(params, *trees):
@@ -25,7 +37,7 @@ def _prunable_leaves(params, *trees):
 
 def test_random_mask_keeps_exact_fraction_per_layer_and_never_masks_biases(tiny):
     _, params = tiny
-    mask = pruning.random_mask(jax.random.key(1), params, 0.5)
+    mask = random_mask(jax.random.key(1), params, 0.5)
     for p, m in zip(jax.tree.leaves(params), jax.tree.leaves(mask)):
         expected = pruning.kept_count(p.size, 0.5) if pruning.is_prunable(p) else p.size
         assert int(np.asarray(m).sum()) == expected
@@ -37,7 +49,7 @@ def test_synflow_and_dp_snip_masks_keep_the_asked_fraction(tiny, method):
     logits_fn, params = tiny
     x, y = make_rows(16, seed=3)
     if method == "synflow":
-        mask = pruning.synflow_mask(logits_fn, params, x[:1], 0.7, iterations=3)
+        mask = jax.jit(lambda p: pruning.synflow_mask(logits_fn, p, x[:1], 0.7, iterations=3))(params)
     else:
         batch = {"x": x[None], "y": y[None], "mask": np.ones((1, 16), bool), "index": np.arange(16)[None]}
         snip = jax.jit(lambda p, b, k: pruning.dp_snip_mask(logits_fn, p, b, k, 0.7, C, noise_std=2 * C))
@@ -51,12 +63,13 @@ def test_mask_is_applied_before_clipping(tiny):
     """One row with a large gradient: the clipped sum is clip_C(m ⊙ g) (norm C, along m ⊙ g),
     not m ⊙ clip_C(g) (norm below C)."""
     logits_fn, params = tiny
-    x, y = make_rows(1, seed=4, scale=30.0)
-    mask = pruning.random_mask(jax.random.key(5), params, 0.5)
-    raw, _, _ = jax.jit(clipping.nonprivate_grad_sum(logits_fn))(params, *_chunk(x, y))
-    masked_raw = jax.tree.map(lambda g, m: g * m, raw, mask)
+    x, y = make_rows(8, seed=4, scale=30.0)
+    one_row = _chunk(x, y, np.arange(8) == 0)  # the other 7 are padding: the chunk shape of the test below
+    mask = random_mask(jax.random.key(5), params, 0.5)
+    raw, _, _ = jax.jit(clipping.nonprivate_grad_sum(logits_fn))(params, *one_row)
+    masked_raw = jax.tree.map(lambda g, m: np.asarray(g) * np.asarray(m), raw, mask)
     assert tree_norm(masked_raw) > C
-    clipped, _, _ = jax.jit(clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C))(params, *_chunk(x, y))
+    clipped, _, _ = _masked_clipped_sum(logits_fn)(params, mask, *one_row)
     assert tree_norm(clipped) == pytest.approx(C, rel=1e-4)
     expected = jax.tree.map(lambda g: g * C / tree_norm(masked_raw), masked_raw)
     for a, b in zip(jax.tree.leaves(clipped), jax.tree.leaves(expected)):
@@ -68,14 +81,14 @@ def test_masked_clipped_sum_keeps_sensitivity_c(tiny):
     assert clipping.add_remove_sensitivity(C) == pytest.approx(C)
     logits_fn, params = tiny
     x, y = make_rows(8, seed=6, scale=20.0)
-    mask = pruning.random_mask(jax.random.key(7), params, 0.6)
-    grad_sum = jax.jit(clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C))
-    full, _, _ = grad_sum(params, *_chunk(x, y))
+    mask = random_mask(jax.random.key(7), params, 0.6)
+    grad_sum = functools.partial(_masked_clipped_sum(logits_fn), params, mask)
+    full, _, _ = grad_sum(*_chunk(x, y))
     for i in range(len(x)):
         without = np.ones(len(x), bool)
         without[i] = False
-        other, _, _ = grad_sum(params, *_chunk(x, y, without))
-        diff = jax.tree.map(jnp.subtract, full, other)
+        other, _, _ = grad_sum(*_chunk(x, y, without))
+        diff = jax.tree.map(np.subtract, full, other)
         assert tree_norm(diff) <= C * (1 + 1e-5)
         # and the difference lives on the kept coordinates only
         for d, m in zip(jax.tree.leaves(diff), jax.tree.leaves(mask)):
@@ -87,7 +100,7 @@ def test_masked_coordinates_get_neither_gradient_nor_noise_and_stay_unchanged(dr
     """Large noise, momentum and weight decay: exactly the kept, not-dropped weights move each step;
     pruned weights stay 0 and dropped ones keep their value. (The CNN: dense and conv kernels.)"""
     logits_fn, params = make_tiny("cnn")
-    prune = pruning.random_mask(jax.random.key(8), params, 0.5)
+    prune = random_mask(jax.random.key(8), params, 0.5)
     params = pruning.apply_mask(params, prune)
     cfg = TrainConfig(learning_rate=0.1, momentum=0.9, weight_decay=0.1, steps=3)
     optimizer = optim.make_optimizer(cfg)
@@ -113,14 +126,14 @@ def test_masked_coordinates_get_neither_gradient_nor_noise_and_stay_unchanged(dr
 def test_noise_reaches_every_kept_coordinate_and_no_masked_one(tiny):
     """The noisy sum after masking: zero gradient rows, so what remains is the noise itself."""
     logits_fn, params = tiny
-    mask = pruning.random_mask(jax.random.key(10), params, 0.5)
+    mask = random_mask(jax.random.key(10), params, 0.5)
     grad_sum = clipping.clipped_grad_sum(pruning.masked_logits_fn(logits_fn, mask), C)
     noisy = jax.jit(dp_step.make_noisy_grad_sum(grad_sum, 3.0))
     x, y = make_rows(4, seed=11)
     batch = {"x": x[None], "y": y[None], "mask": np.zeros((1, 4), bool),  # all padding: sum is 0
              "index": np.arange(4)[None]}
     grads, _ = noisy(params, batch, *jax.random.split(jax.random.key(12)))
-    out = jax.tree.map(lambda g, m: g * m, grads, mask)
+    out = jax.tree.map(lambda g, m: np.asarray(g) * np.asarray(m), grads, mask)
     for g, m in zip(jax.tree.leaves(out), jax.tree.leaves(mask)):
         g, m = np.asarray(g), np.asarray(m)
         assert np.all(g[m == 0] == 0) and np.all(g[m == 1] != 0)

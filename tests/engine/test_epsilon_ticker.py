@@ -80,7 +80,8 @@ def test_under_replace_one_every_epsilon_the_run_shows_is_at_least_the_one_of_re
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     monkeypatch.setenv(STEP_DELAY_ENV, "0.12")  # every step draws a frame of the bar
-    cfg = load_config(None, tiny_overrides(tiny_npz, "privacy.neighbouring=replace_one"))
+    # vmap: the per-example route's choice (self-check, costing: tests/engine/test_routes.py) is not tested here
+    cfg = load_config(None, tiny_overrides(tiny_npz, "privacy.neighbouring=replace_one", "train.grad_method=vmap"))
     out, stderr = tmp_path / "run", io.StringIO()
     with contextlib.redirect_stderr(stderr):
         summary = train_and_evaluate(job_of(cfg), out, progress=True)

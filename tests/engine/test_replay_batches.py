@@ -79,8 +79,9 @@ def _attack(public: dict[float, str], stats: dict[str, float], explained: set[fl
 @pytest.fixture(scope="module")
 def finished(tiny_npz, tmp_path_factory):
     """A finished run whose batches all outgrew its planned layout: (folder, summary, replayed sizes)."""
+    # vmap: the per-example route's choice (self-check, costing: tests/engine/test_routes.py) is not tested here
     cfg = load_config(None, tiny_overrides(tiny_npz, f"train.steps={S}", "train.eval_every=3",
-                                           "train.checkpoint_every=4"))
+                                           "train.checkpoint_every=4", "train.grad_method=vmap"))
     out = tmp_path_factory.mktemp("replay") / "run"
     mp = pytest.MonkeyPatch()
     mp.setattr(sampling, "batch_layout", lambda *args, **kwargs: PLANNED)

@@ -1,6 +1,8 @@
 """The gradient route's structure check is remembered per model structure: a second model under the same
 config (as `tanplan bench` times several) gets its own verdict, and a refusal names the model refused."""
 
+import functools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -87,12 +89,14 @@ def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypat
     assert "gradient route plain" in route_line("vit_tiny", public)
 
 
+@functools.lru_cache(maxsize=None)
 def _small_cnn():
     """cnn2d, width 4, on 8×8×3 inputs: convolutions over 64 positions, whose Gram norms cost far more than
-    their per-example gradients (T·(D+O) ≫ D·O)."""
+    their per-example gradients (T·(D+O) ≫ D·O). Made once, its init compiled whole (eagerly, flax compiles
+    each initialiser op by itself)."""
     net = create_model("cnn2d", 10, width=4, depth=1)
     x = np.zeros((2, 8, 8, 3), np.float32)
-    params = net.init(jax.random.key(0), x[:1])["params"]
+    params = jax.jit(net.init)(jax.random.key(0), x[:1])["params"]
     return (lambda p, xb: net.apply({"params": p}, xb)), params, x
 
 
@@ -110,6 +114,14 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
 
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     monkeypatch.setattr(route_cost, "_COSTS", {})
+    counted = {}  # (route, rows) -> what XLA's lowering counted for the choice (kept, not lowered again below)
+    flops = route_cost._flops
+
+    def recorded(fn, args):
+        counted["ghost" if "ghost" in fn.__qualname__ else "vmap", args[1].shape[0]] = count = flops(fn, args)
+        return count
+
+    monkeypatch.setattr(route_cost, "_flops", recorded)
     logits, params, x = _small_cnn()
     small, large = 2, 16
     monkeypatch.setattr(ghost, "MAX_PER_EXAMPLE_BYTES", small * _conv_kernel(params) * 4)  # fits 2 rows, not 16
@@ -125,10 +137,10 @@ def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch
     assert kept.cost in route_line("cnn2d", kept)
 
     # The larger chunk's ghost count is that of Gram norms: above the same route with a budget that forms them.
+    assert set(counted) == {("ghost", small), ("vmap", small), ("ghost", large), ("vmap", large)}
+    gram, vmap = counted["ghost", large], counted["vmap", large]
     args = route_cost._public_args(params, x, large)
-    gram = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0), args)
-    vmap = route_cost._flops(clipping.clipped_grad_sum(logits, 1.0), args)
-    formed = route_cost._flops(ghost.ghost_clipped_grad_sum(logits, 1.0, devices=large), args)
+    formed = flops(ghost.ghost_clipped_grad_sum(logits, 1.0, devices=large), args)
     assert gram > route_cost.MARGIN * vmap and formed <= route_cost.MARGIN * vmap
     assert f"ghost {gram * 1e-9:.4g} GFLOP, vmap {vmap * 1e-9:.4g} GFLOP" in moved.cost
 

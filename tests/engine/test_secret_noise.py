@@ -9,6 +9,7 @@ versions (noise keys from experiment.seed). The same attack given the checkpoint
 config with privacy.noise_seed, recovers S: the test can fail.
 """
 
+import functools
 import json
 import re
 
@@ -43,18 +44,23 @@ def _public_numbers(run_dir) -> set[int]:
     return found
 
 
+@functools.partial(jax.jit, static_argnums=2)
+def _noise_of_key(key, params, std: float):
+    """The engine's noise draw (tanplan.dp.noise) on params' shapes under key, flat; compiled once for every
+    guess (eagerly, each leaf's sampler runs as programs of its own)."""
+    return ravel_pytree(noise.add_gaussian_noise(jax.tree.map(jnp.zeros_like, params), key, std))[0]
+
+
 def _noise_from_secret(secret: RunSecret, params, std: float) -> np.ndarray:
     """The engine's noise of step 0 under a given secret (fold_in(secret key, 0))."""
-    zeros = jax.tree.map(jnp.zeros_like, params)
-    return np.asarray(ravel_pytree(noise.add_gaussian_noise(zeros, jax.random.fold_in(secret.key(NOISE), 0), std))[0])
+    return np.asarray(_noise_of_key(jax.random.fold_in(secret.key(NOISE), 0), params, std))
 
 
 def _noise_from_public_seed(seed: int, params, std: float) -> np.ndarray:
     """What earlier versions drew: step 0's key from experiment.seed, its first half for the noise."""
     _, train_key, _ = jax.random.split(jax.random.key(seed), 3)
     noise_key = jax.random.split(jax.random.fold_in(train_key, 0))[0]
-    zeros = jax.tree.map(jnp.zeros_like, params)
-    return np.asarray(ravel_pytree(noise.add_gaussian_noise(zeros, noise_key, std))[0])
+    return np.asarray(_noise_of_key(noise_key, params, std))
 
 
 def _recovered_sum(cfg, run, released: dict, z: np.ndarray) -> np.ndarray:
@@ -75,7 +81,7 @@ def _true_sum(cfg, run, secret: RunSecret) -> np.ndarray:
                                  run.mesh)
     grad_sum, _ = routes.make_grad_sum(job_of(cfg), run.logits_fn, None, run.params, run.dataset.x_train[:2])
     key = jax.random.key(0)  # unused: no noise (std 0), no augmentation
-    total, _ = dp_step.make_noisy_grad_sum(grad_sum, 0.0)(run.params, batch, key, key)
+    total, _ = jax.jit(dp_step.make_noisy_grad_sum(grad_sum, 0.0))(run.params, batch, key, key)  # one program
     return np.asarray(ravel_pytree(total)[0])
 
 
@@ -86,7 +92,8 @@ def _attack(run_dir, cfg, run, released, true_sum) -> float:
     for n in sorted(_public_numbers(run_dir) | {cfg.experiment.seed}):
         guesses.append(_noise_from_secret(RunSecret.from_noise_seed(n), run.params, std))
         guesses.append(_noise_from_public_seed(n, run.params, std))
-    return min(_relative_error(_recovered_sum(cfg, run, released, z), true_sum) for z in guesses)
+    noisy_sum = _recovered_sum(cfg, run, released, 0.0)  # S + z: each guess z is subtracted from it
+    return min(_relative_error(noisy_sum - z, true_sum) for z in guesses)
 
 
 def _relative_error(estimate, truth) -> float:

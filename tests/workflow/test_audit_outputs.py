@@ -37,6 +37,7 @@ epsilon = 100.0
 batch_size = 256
 steps = 4
 eval_every = 2
+grad_method = "vmap"  # the route is not what is tested: no choice between routes to trace and cost
 """
 AUDIT_MARKER = "audit_run.json"  # tanplan.engine.run_folder.AUDIT_MARKER
 COUNT = 40  # canaries (tanplan.workflow.audit.MIN_CANARIES is 20; the MLP has 418 parameters)

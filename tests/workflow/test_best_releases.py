@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import fake_pipeline_engine, fake_train
+from fakes import fake_pipeline_engine, fake_train, mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -27,6 +27,15 @@ FIT = ["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"]
 
 def _sets(*extra) -> list[str]:
     return sum([["--set", s] for s in [*SMALL, *extra]], [])
+
+
+@pytest.fixture(autouse=True)
+def shaped_data(monkeypatch):
+    """Random signals of mnist1d's shapes: the fake engine reads only N (generating mnist1d costs about 5 CPU-s
+    a process, its import half of it)."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
 
 
 @pytest.fixture
@@ -156,11 +165,16 @@ def test_the_run_pipeline_records_its_batch_law_beside_its_best_json(tmp_path, c
     """`tanplan run --tune-data private` trains its law on the private set with the sweep's best: a later
     `launch --best RUN/sweep/best.json` composes the sweep's 2 runs, the fit's 4 and itself."""
     from tanplan.workflow import launch as launch_module
+    from tanplan.workflow.pipeline import stages
 
     real_launch = launch_module.launch
     fake = fake_pipeline_engine(monkeypatch, fake_train(law=lambda b: 0.8, noise=0.004), 2.5)
+    # the plan's report (RDP curves, figures: 7 CPU-s) is tests/commands/test_plan_command.py's: only asked for here
+    reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: reports.append(out))
     sets = [*SMALL, "fit.batch_sizes=[16, 32]", "fit.seeds=2", "tuning.data=private", "fit.max_half_width=50"]
     run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
+    assert reports == [tmp_path / "run" / "plan"]
     best = tmp_path / "run" / "sweep" / "best.json"
     best.write_text(json.dumps({"best": {"overrides": {"train.learning_rate": 2.5}}}))  # the real sweep writes it
     [entry] = best_module.read_registry(best)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_train, mnist1d_shaped
 from helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -18,6 +18,15 @@ from tanplan.config import load_config  # noqa: E402
 from tanplan.engine import loop  # noqa: E402
 from tanplan.models.init import digest_of, read_source  # noqa: E402
 from tanplan.workflow import pretrain  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def shaped_data(monkeypatch):
+    """Random signals of mnist1d's shapes: the fake engine and the plans read only N (generating the fine-tuning
+    setting's private and public draws costs about 10 CPU-s a process)."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
 
 
 def test_a_pool_is_written_from_the_typed_summaries_and_a_rerun_trains_nothing_again(tmp_path, monkeypatch):

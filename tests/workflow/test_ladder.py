@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
 from helpers import CONFIG  # absolute: the tests do not depend on the working directory
 
 from tanplan.cli import main
@@ -24,6 +24,29 @@ from tanplan.workflow.pipeline import run_pipeline
 from tanplan.workflow.sweep import search as sweep
 
 quiet = lambda *a: None  # noqa: E731
+
+
+@pytest.fixture(autouse=True)
+def mnist1d_shaped_data(monkeypatch):
+    """Nothing here trains on mnist1d's signals (the fake engine's accuracies follow a law of B'): random rows of
+    its shapes stand in for generating the private and public draws (and importing the generator)."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """The ladder's and the run's law figures, for tests that read neither (a second or more each):
+    test_ladder_trains_within_budget_... and test_tanplan_fit_auto_... check the ladder's, tests/workflow/
+    test_pipeline.py the run's."""
+    from tanplan.reports import ladder as ladder_report
+    from tanplan.workflow.pipeline import run as pipeline_run
+
+    monkeypatch.setattr(ladder_report, "figure_ladder", lambda result, path: path)
+    monkeypatch.setattr(pipeline_run, "figure_scaling", lambda result, path, *a, **k: path)
+
+
 CURVE = lambda b: 0.85 - 1.0 / b  # noqa: E731  the noise form: rising, then level
 
 
@@ -167,8 +190,9 @@ def test_ladder_trains_within_budget_writes_its_report_and_a_rerun_reuses_its_ru
     assert again.calls == [] and rerun.rungs == result.rungs
 
 
-def test_a_target_of_1024_runs_the_ladder_with_the_default_fit_section(tmp_path):
-    cfg = load_config(CONFIG, ["data.num_samples=2000", "train.batch_size=1024", "train.steps=20"])
+def test_a_target_of_1024_runs_the_ladder_with_the_default_fit_section(tmp_path, no_figures):
+    # σ given (above the 11.5 that ε = 0.7 calibrates to): the ladder's rungs do not depend on it
+    cfg = load_config(CONFIG, ["data.num_samples=2000", "train.batch_size=1024", "train.steps=20", "privacy.sigma=12"])
     # the demo config's [fit] is the defaults' but for the pipeline's budget (1/4 of B·S, here 1024·S) and the
     # widest interval it launches on
     assert cfg.fit == dataclasses.replace(type(cfg.fit)(), compute_budget=0.25, max_half_width=10.0)
@@ -188,9 +212,14 @@ def test_tanplan_fit_auto_writes_the_law_of_the_ladders_runs(tmp_path):
 # ---------------------------------------------------------------- the pipeline: never launch blind
 
 @pytest.fixture
-def engine(monkeypatch):
+def engine(monkeypatch, no_figures):
     """Install a fake engine with a given law for proxies, sweep trials (none run) and the launch."""
-    state = {}
+    from tanplan.workflow.pipeline import stages
+
+    state = {"plan_reports": []}
+    # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is checked here;
+    # tests/commands/test_plan_command.py checks it
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: state["plan_reports"].append(out))
 
     def install(law, noise=0.0):
         train_fn = fake_train(law=law, noise=noise)
@@ -228,6 +257,7 @@ def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_lau
     state = engine(CURVE, noise=0.01)
     summary = run_pipeline(load_config(CONFIG, PIPELINE), tmp_path, log=quiet)
     assert summary.launched and state["sweep_proxy"] == 32  # the ladder's second rung
+    assert state["plan_reports"] == [tmp_path / "plan"]  # the plan stage ran, once
     ladder_runs = [c for c in state["train_fn"].calls if c.train.proxy_batch_size]
     assert ladder_runs and {c.train.learning_rate for c in ladder_runs} == {2.5}  # the sweep's choice, everywhere
     c = summary.proxy_compute
@@ -295,7 +325,9 @@ PLATEAU = lambda b: 0.95 - 0.04 * max(0.0, math.log(64 / b))  # noqa: E731  a kn
 
 
 def _spent_at(tmp_path, batch, n):
-    cfg = load_config(CONFIG, [f"data.num_samples={n}", f"train.batch_size={batch}", "train.steps=20"])
+    # σ given (at or above the 10.8 and 12.0 that ε = 0.7 calibrates to): the spend does not depend on it
+    cfg = load_config(CONFIG, [f"data.num_samples={n}", f"train.batch_size={batch}", "train.steps=20",
+                               "privacy.sigma=12"])
     # mnist1d trains on 80% of its samples; the fake needs only that count, not the 34 s of generating them
     train_fn = fake_train(law=PLATEAU, noise=0.003, num_train=n * 4 // 5)
     result = run_ladder(cfg, tmp_path / str(batch), train_fn=train_fn, log=quiet)
@@ -303,7 +335,7 @@ def _spent_at(tmp_path, batch, n):
     return result
 
 
-def test_the_ladders_spend_falls_as_the_target_grows(tmp_path):
+def test_the_ladders_spend_falls_as_the_target_grows(tmp_path, no_figures):
     small, large = _spent_at(tmp_path, 4096, 10000), _spent_at(tmp_path, 16384, 40000)
     # the same synthetic law and seed noise: a 4× larger target costs a smaller fraction of its compute
     assert large.spent_fraction < small.spent_fraction <= 0.25 + 1e-9

@@ -6,9 +6,24 @@ import json
 
 import numpy as np
 import pytest
+from fakes import mnist1d_shaped
 from helpers import CONFIG, SEEDED, TINY, run_launch, saved_params
 
 from tanplan.cli import main
+
+# Where neither is what a test checks: two steps (each step of B = 256 runs about 0.3 CPU-s, and every checkpoint
+# and evaluation waits for it) of a one-layer MLP (the cnn1d compiles for seconds, and pruning makes its masks leaf
+# by leaf, op by op: 3 CPU-s a mask for its 36 leaves; tests/dp/test_pruning.py masks a CNN of every layer kind).
+SHORT = TINY + ["train.steps=2", "train.eval_every=2", "model.name=mlp", "model.depth=1"]
+
+
+@pytest.fixture(autouse=True)
+def shaped_data(monkeypatch):
+    """Random signals of mnist1d's shapes: no test here reads what the signals are (generating mnist1d costs
+    about 4 CPU-s a process, its import half of it); the subprocesses of the slow test generate the real set."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
 
 
 @pytest.mark.slow
@@ -42,8 +57,8 @@ def test_launch_refuses_to_overwrite_a_checkpoint_without_resume(tmp_path, capsy
     ckpt = Checkpoints(out / "checkpoint")
     ckpt.save(2, {"w": np.zeros(3)}, {"step": 2})
     ckpt.close()
-    code = main(["launch", "--config", CONFIG, "--out", str(out),
-                 *sum([["--set", s] for s in TINY], [])])
+    sets = SHORT + ["train.grad_method=vmap"]  # refused after the model is built: no route self-check
+    code = main(["launch", "--config", CONFIG, "--out", str(out), *sum([["--set", s] for s in sets], [])])
     assert code == 2
     assert "--resume" in capsys.readouterr().err
     assert not (out / "ledger.json").exists()
@@ -90,7 +105,7 @@ def test_a_finished_launch_resumed_takes_no_step_and_reports_the_same_result(tmp
     from tanplan.config import load_config
     from tanplan.workflow.launch import launch
 
-    cfg = load_config(CONFIG, TINY)
+    cfg = load_config(CONFIG, SHORT + ["train.grad_method=vmap"])  # the route is not what is tested
     first = launch(cfg, tmp_path / "full", progress=False).summary
     again = launch(cfg, tmp_path / "full", progress=False, resume=True).summary
     assert again.resumed_from_step == again.steps == first.steps and again.steps_this_run == 0
@@ -111,13 +126,13 @@ def test_launch_prunes_and_reports_the_sigma_it_trained_with_everywhere(tmp_path
     from tanplan.config import load_config
     from tanplan.workflow.launch import launch
 
-    pruned = launch(load_config(CONFIG, TINY + ["pruning.method=random", "pruning.rate=0.5"]), tmp_path / "random",
+    pruned = launch(load_config(CONFIG, SHORT + ["pruning.method=random", "pruning.rate=0.5"]), tmp_path / "random",
                     progress=False).summary
     kernels = [leaf for leaf in saved_params(tmp_path / "random") if leaf.ndim >= 2]
     zeros = sum(int((k == 0).sum()) for k in kernels) / sum(k.size for k in kernels)
     assert zeros >= 0.49 and pruned.pruning.kept_fraction < 0.6
 
-    sets = [s for s in TINY if not s.startswith("privacy.sigma")] + ["privacy.epsilon=8", "pruning.method=dp_snip",
+    sets = [s for s in SHORT if not s.startswith("privacy.sigma")] + ["privacy.epsilon=8", "pruning.method=dp_snip",
                                                                      "pruning.rate=0.5"]
     out = tmp_path / "snip"
     result = launch(load_config(CONFIG, sets), out, progress=False)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_train, mnist1d_shaped
 from tanplan.config import load_config
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
@@ -17,6 +17,18 @@ CONFIG = "experiments/mnist1d.toml"
 # N = 1,600, C = 512·20; proxies at B/8, at least 4 examples: the frontier (B ≥ 16) runs from S = 7 to 640
 OPT = SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4"]
 quiet = lambda *a, **k: None  # noqa: E731
+
+
+@pytest.fixture(scope="module", autouse=True)
+def mnist1d_shaped_data():
+    """The fake engine's accuracies follow a law of the run, not mnist1d's signals: random rows of its shapes
+    stand in for generating the private and public draws (the fake reads their N; the tuning checks, both)."""
+    from tanplan.data import load as data_load
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    yield
+    mp.undo()
 
 
 def peaked(peak_steps, top=0.8, curve=0.01):
@@ -224,31 +236,39 @@ def test_no_proxy_batch_falls_below_the_floor():
     assert min(r.batch_size for r in result.frontier) >= 4 * 16  # a proxy saves at least 4×
 
 
-def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(tmp_path):
+def test_the_proxies_learn_on_the_tuning_data_and_report_what_they_spent(study, tmp_path, monkeypatch):
     """Public tuning (the default): every proxy trains an independent mnist1d draw at its candidate's
     η_step; with private tuning they train the private set and privacy_spent.json composes their runs.
     The total ε on the private set is the launch's alone with public tuning, and with private tuning the
     composition of every ledger the proxies and the launch wrote."""
     from tanplan.privacy.ledger import epsilon_of_ledgers
+    from tanplan.reports import optimize as optimize_report
     from tanplan.workflow.privacy_spent import ledgers_under
 
+    # public: the module's study (the config's own tuning.data, launched), not a second run of it
+    cfg, train_fn, result, out = study
+    assert cfg.tuning.data == "public"
+    # the frontier figure (drawn twice a run) is not read here: test_the_report_and_its_files checks it
+    monkeypatch.setattr(optimize_report, "figure_frontier", lambda result, path: None)
     for data in ("public", "private"):
-        cfg = load_config(CONFIG, OPT + [f"tuning.data={data}", "privacy.total_epsilon=1e6"])  # over ε: allowed
-        train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
-        result = optimize(cfg, tmp_path / data, train_fn=train_fn, launch_best=True, log=quiet)
+        if data == "private":
+            cfg = load_config(CONFIG, OPT + [f"tuning.data={data}", "privacy.total_epsilon=1e6"])  # over ε: allowed
+            train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
+            out = tmp_path / data
+            result = optimize(cfg, out, train_fn=train_fn, launch_best=True, log=quiet)
         proxies = train_fn.calls[:-1]  # the last call is the launch, on the private set
         assert {c.data.seed for c in proxies} == ({cfg.data.seed + 1} if data == "public" else {cfg.data.seed})
         assert train_fn.calls[-1].data.seed == cfg.data.seed
         assert result.tuning.tuning_data == data
         spent = result.privacy_spent
         assert spent.runs == len(proxies) and spent.epsilon_rdp > cfg.privacy.epsilon
-        report = (tmp_path / data / "report.md").read_text()
+        report = (out / "report.md").read_text()
         launch_eps = result.launch.epsilon_rdp
         if data == "public":
             assert result.epsilon_total_runs == 1 and result.epsilon_total_rdp == pytest.approx(launch_eps)
             assert "the launch's ε is the guarantee" in report
         else:
-            ledgers = ledgers_under(tmp_path / data)
+            ledgers = ledgers_under(out)
             assert result.epsilon_total_runs == len(ledgers) == len(train_fn.calls)
             assert result.epsilon_total_rdp == pytest.approx(epsilon_of_ledgers(ledgers, spent.delta, "rdp"))
             assert result.epsilon_total_rdp > max(spent.epsilon_rdp, launch_eps)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
 
 from tanplan.workflow import proxy_runs
 from tanplan.workflow import launch as launch_module
@@ -21,8 +21,17 @@ REQUIRED = {"predicted_accuracy", "prediction_interval", "actual_accuracy", "eps
 @pytest.fixture
 def fake_engine(monkeypatch):
     """Sweep, proxy runs and the launch replaced by a flat law with small noise: no Ray, no JAX training."""
+    from tanplan.data import load as data_load
+    from tanplan.workflow.pipeline import stages
+
     law = lambda b: 0.8  # noqa: E731  the flat regime
     train_fn = fake_train(law=law, noise=0.004)
+    # nothing trains on mnist1d's signals here: random rows of its shapes stand in for generating both draws
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is checked here;
+    # tests/commands/test_plan_command.py checks it
+    train_fn.plan_reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
 
     def fake_sweep(spec, out, **kwargs):
         out.mkdir(parents=True, exist_ok=True)
@@ -49,6 +58,7 @@ def test_run_chains_the_stages_and_reports_the_prediction(tmp_path, fake_engine)
     features = _features(tmp_path, np.random.default_rng(0))
     summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None, baselines=True, baseline_features=str(features))
     assert REQUIRED <= set(summary.to_dict())
+    assert fake_engine.plan_reports == [tmp_path / "run" / "plan"]  # the plan stage ran, once
     # Only fit runs here (the fake sweep ran no trial): 3 × (16 + 32) examples per step against one target's 512.
     assert summary.proxy_compute_fraction == pytest.approx(3 * (16 + 32) / 512)
     assert summary.proxy_compute.fit == summary.proxy_compute_fraction and summary.launched

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train
+from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
 from helpers import CONFIG
 from scipy import stats
 
@@ -22,6 +22,15 @@ from tanplan.workflow.sweep import search as sweep
 
 CURVE = lambda b: 0.85 - 1.0 / b  # noqa: E731  the noise form: rising, then level
 PIPELINE = SMALL + ["fit.compute_budget=0"]  # B = 512: the ladder's own budget, 2× the launch
+
+
+@pytest.fixture(autouse=True)
+def mnist1d_shaped_data(monkeypatch):
+    """Nothing here trains on mnist1d's signals (the runs' accuracies follow CURVE, the dry run trains nothing):
+    random rows of its shapes stand in for generating the private and public draws."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
 
 
 def _rows(seed=0):
@@ -44,7 +53,13 @@ def test_the_lower_bound_is_the_intervals_predictive_distribution_read_one_sided
 @pytest.fixture
 def engine(monkeypatch):
     """A fake engine: proxies and the launch at CURVE with seed noise, the sweep's choice fixed."""
+    from tanplan.workflow.pipeline import stages
+
     train_fn = fake_train(law=CURVE, noise=0.01)
+    # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is read here;
+    # tests/commands/test_plan_command.py checks it
+    train_fn.plan_reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
     real_launch = launch_module.launch
 
     def fake_sweep(spec, out, **kwargs):
@@ -61,6 +76,7 @@ def engine(monkeypatch):
 def test_run_prints_the_lower_bound_and_parts_in_points_and_summary_json_holds_them(tmp_path, engine, capsys):
     out = tmp_path / "run"
     assert main(["run", "--config", CONFIG, "--out", str(out), *sum([["--set", s] for s in PIPELINE], [])]) == 0
+    assert engine.plan_reports == [out / "plan"]  # the plan stage ran, once
     text = capsys.readouterr().out
     summary, fit = (json.loads((out / f).read_text()) for f in ("summary.json", "fit/fit.json"))
     bound = summary["lower_bound"]

@@ -4,7 +4,7 @@ set; the proxies learn on the public mnist1d draw, not on the shifted set the we
 
 import numpy as np
 import pytest
-from fakes import fake_pipeline_engine, fake_train
+from fakes import fake_pipeline_engine, fake_train, mnist1d_shaped
 from helpers import ROOT
 
 from tanplan.config import load_config
@@ -15,9 +15,17 @@ FROZEN = ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]
 
 @pytest.fixture
 def engine(monkeypatch):
-    """The engine replaced by a flat law (no Ray, no JAX training); the sweep trains two trials through it."""
-    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+    """The engine replaced by a flat law (no Ray, no JAX training); the sweep trains two trials through it. It
+    reads only N of the data: random signals of mnist1d's shapes (generating mnist1d's two draws costs about
+    5 CPU-s a process), and no plan report (RDP curves, figures: tests/commands/test_plan_command.py's), only
+    the calls to write one."""
+    from tanplan.data import load as data_load
+    from tanplan.workflow.pipeline import stages
 
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+    train_fn.plan_reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
     return fake_pipeline_engine(monkeypatch, train_fn, 1.0)
 
 
@@ -30,6 +38,7 @@ def test_every_stage_of_run_starts_from_the_init_with_its_frozen_set(tmp_path, e
                        "fit.max_half_width=50", 'init.path="pre"', f"init.frozen={FROZEN}"])
     assert not cfg.tuning.path and cfg.fit.law == "noise"  # the proxies' public data is the mnist1d draw
     summary = run_pipeline(cfg, tmp_path / "run", log=lambda *a: None)
+    assert engine.plan_reports == [tmp_path / "run" / "plan"]
     launch_cfg, proxy_cfgs = engine.calls[-1], engine.calls[:-1]
     assert summary.launched and len(proxy_cfgs) == 2 + 4  # two sweep trials, four ladder runs
     for c in proxy_cfgs:  # Ray trials run in their own folders: the proxies name the init absolutely

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fakes import SMALL, fake_pipeline_engine, fake_train
+from fakes import SMALL, fake_pipeline_engine, fake_train, mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -33,10 +33,14 @@ def _rdp_epsilon(runs, delta):
 
 
 def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    from tanplan.data import load as data_load
     from tanplan.engine.setup import load_data
     from tanplan.privacy.run_plan import resolve_plan
     from tanplan.workflow.ladder import budget_of
 
+    # the figure depends on the demo's N, not on its signals: random rows of mnist1d's shapes stand in for the
+    # 20,000-row draw (about 14 CPU-s to generate in a cold cache)
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
     monkeypatch.setattr(loop, "train_and_evaluate", _no_training)
     monkeypatch.setattr(search, "run_sweep", _no_training)
     out = tmp_path / "run"
@@ -73,8 +77,13 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+    from tanplan.workflow.pipeline import stages
 
+    train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
+    # the plan stage's report (its privacy-wall figure: RDP curves of many settings, 5-7 CPU-s) is not what is
+    # checked here; tests/commands/test_plan_command.py checks the report that `plan --out` writes with it
+    train_fn.plan_reports = []
+    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
     return fake_pipeline_engine(monkeypatch, train_fn, 2.5)  # two sweep trials, each with its ledger
 
 
@@ -83,6 +92,7 @@ def test_with_a_raised_total_the_run_trains_and_its_epsilon_is_the_total(tmp_pat
     sets = SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2", f"tuning.data={tuning_data}",
                     "privacy.total_epsilon=1e6", "fit.max_half_width=50"]  # two rungs' width is not the point here
     summary = run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
+    assert fake_engine.plan_reports == [tmp_path / "run" / "plan"]  # the plan stage ran, once
     assert summary.launch_epsilon == summary.epsilon_pld <= 0.7  # the launch's own ε of record
     if tuning_data == "public":
         assert summary.epsilon == summary.launch_epsilon

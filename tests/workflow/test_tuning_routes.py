@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import fake_sweep_result, fake_train
+from fakes import fake_sweep_result, fake_train, mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.engine import loop
@@ -20,6 +20,26 @@ from tanplan.workflow.sweep import search
 SMALL = ["data.num_samples=2000", "train.batch_size=256", "train.steps=4", "train.eval_every=4",
          "fit.max_proxy_fraction=0.5", "sweep.trials=2",
          "privacy.total_epsilon=1e6"]  # private tuning spends far above privacy.epsilon: allowed here
+
+
+@pytest.fixture(autouse=True)
+def mnist1d_shaped_data(monkeypatch):
+    """The fake engine reads the draws' sizes and seeds, not their signals: random rows of mnist1d's shapes (one
+    draw a seed) stand in for generating the private and public draws."""
+    from tanplan.data import load as data_load
+
+    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+
+
+@pytest.fixture(autouse=True)
+def no_law_figures(monkeypatch):
+    """The fit's and the ladder's figures are not read here (tests/workflow/test_ladder.py and test_pipeline.py
+    check them): each draws for a second or more."""
+    from tanplan.reports import ladder as ladder_report
+    from tanplan.workflow import fit
+
+    monkeypatch.setattr(fit, "figure_scaling", lambda result, path, *a, **k: path)
+    monkeypatch.setattr(ladder_report, "figure_ladder", lambda result, path: path)
 
 
 def _sets(*extra) -> list[str]:
