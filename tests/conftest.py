@@ -30,7 +30,7 @@ test_total_budget.py; test_optimize.py: 66 → 22 CPU-s). The values are the lib
 TANPLAN_TEST_PLAIN=1 turns the compilation flags and the memo off (XLA's default compilation, dp_accounting as
 installed): `make test-all` sets it, so that every test, the slow ones included, also runs as users' runs do.
 
-Order. The longest modules are collected first (HEAVY_FIRST; the Makefile runs xdist's loadscope without its
+Order. The costliest modules are collected first (HEAVY_FIRST; the Makefile runs xdist's loadscope without its
 own reordering, which hands out the modules with the most tests first): a long module started last would leave
 the other workers idle at the end. The order changes when a test runs, never what it does.
 
@@ -145,14 +145,14 @@ if not _PLAIN:
     _memoise_rdp()
 
 
-# The modules that take longest in a cold `make test` (issue 45; wall seconds, which Ray's start and the fresh
-# processes make longer than their CPU-s), longest first; the rest keep their order.
-HEAVY_FIRST = ("workflow/test_sweep_ray.py", "test_api_doc.py", "engine/test_routes.py", "engine/test_two_processes.py",
-               "test_plugins.py", "workflow/test_audit.py", "commands/test_frontier_commands.py",
-               "workflow/test_proxy_devices.py", "privacy/test_accounting.py", "workflow/test_total_budget.py",
-               "workflow/test_experiments.py", "engine/test_loop.py", "workflow/test_audit_outputs.py",
-               "workflow/test_optimize.py", "dp/test_ghost_layers.py", "workflow/test_final_audit.py",
-               "commands/test_plan_command.py", "workflow/test_audit_input.py", "workflow/test_launch_devices.py")
+# The modules that cost most CPU-s in a cold `make test` (issue 45), costliest first; the rest keep their order.
+# (Ray's sweep, the longest in wall seconds, first: 418 s for the suite against 300-317 where it came twelfth, its
+# start then contending with the three costliest modules.)
+HEAVY_FIRST = ("test_api_doc.py", "engine/test_two_processes.py", "engine/test_routes.py", "test_plugins.py",
+               "privacy/test_accounting.py", "workflow/test_audit.py", "commands/test_frontier_commands.py",
+               "workflow/test_proxy_devices.py", "workflow/test_total_budget.py", "dp/test_ghost_layers.py",
+               "engine/test_loop.py", "workflow/test_sweep_ray.py", "workflow/test_optimize.py",
+               "workflow/test_final_audit.py", "commands/test_plan_command.py", "workflow/test_audit_input.py")
 
 
 def pytest_collection_modifyitems(config, items):
