@@ -146,8 +146,8 @@ if not _PLAIN:
 
 
 # The modules that cost most CPU-s in a cold `make test` (issue 45), costliest first; the rest keep their order.
-# (Ray's sweep, the longest in wall seconds, first: 418 s for the suite against 300-317 where it came twelfth, its
-# start then contending with the three costliest modules.)
+# (Ray's sweep, the longest in wall seconds, put first: the suite took 418 s, against 300-345 s in four runs with
+# it twelfth; its start then contends with the three costliest modules.)
 HEAVY_FIRST = ("test_api_doc.py", "engine/test_two_processes.py", "engine/test_routes.py", "test_plugins.py",
                "privacy/test_accounting.py", "workflow/test_audit.py", "commands/test_frontier_commands.py",
                "workflow/test_proxy_devices.py", "workflow/test_total_budget.py", "dp/test_ghost_layers.py",
