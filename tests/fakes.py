@@ -171,3 +171,19 @@ def mnist1d_shaped(num_samples: int = 60_000, seed: int = 0):
     y = (np.arange(num_samples) % 10).astype(np.int32)
     return Dataset("mnist1d", x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:],
                    num_classes=10)
+
+
+def use_mnist1d_shaped(patch) -> None:
+    """Have `patch` (a pytest MonkeyPatch) put mnist1d_shaped in place of load_mnist1d."""
+    from tanplan.data import load as data_load
+
+    patch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+
+
+def record_plan_reports(patch, reports: list) -> None:
+    """Have `patch` replace the plan stage's report (RDP curves and figures, 2-8 CPU-s a `tanplan run`) by a
+    recorder appending each folder it is asked to write into `reports`: for tests that do not check the report
+    (tests/commands/test_plan_command.py does)."""
+    from tanplan.workflow.pipeline import stages
+
+    patch.setattr(stages, "write_plan_report", lambda plan, out, *args, **kwargs: reports.append(out))

@@ -37,13 +37,11 @@ def test_exactly_one_of_steps_and_epochs(tmp_path):
 
 
 def test_the_train_command_takes_epochs(tmp_path, capsys, monkeypatch):
-    from fakes import mnist1d_shaped
-
-    from tanplan.data import load as data_load
+    from fakes import use_mnist1d_shaped
 
     # the steps are a function of N, not of the signals: random rows of mnist1d's shapes stand in for its draw;
     # the per-example route (its self-check and costing: tests/engine/test_routes.py) is not tested here
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
     code, out, err = run_cli(capsys, "train", "--epochs", "0.5", "--json", "--quiet", "--set", "data.num_samples=1000",
                              "--set", "train.batch_size=100", "--set", "model.name=mlp", "--set", "model.width=8",
                              "--set", "privacy.epsilon=8", "--set", "train.physical_batch_size=128",

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from fakes import fake_sweep_result
+from fakes import fake_sweep_result, record_plan_reports
 from helpers import run_cli
 from plugin_fixture import plugin_toml, write_memmap_data, write_package
 
@@ -186,13 +186,12 @@ def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, 
     """tanplan.run on the same TOML in this process: plan, sweep, fit and launch of the plugged-in model on the
     plugged-in source, the sweep's trial trained in this process (no Ray: the test above covers the workers);
     the typed result is the summary.json the command prints."""
-    from tanplan.workflow.pipeline import stages
     from tanplan.workflow.sweep import search
 
     monkeypatch.setattr(search, "run_sweep", _sweep_in_process)
     # the plan's report (RDP curves, figures: 8 CPU-s here) is tests/commands/test_plan_command.py's: only asked for
     reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: reports.append(out))
+    record_plan_reports(monkeypatch, reports)
     toml = tmp_path / "run.toml"
     toml.write_text(plugin_toml(on_path / "data", extra=RUN_EXTRA))
     # the per-layer route asked for: auto's costing of both routes at each proxy's rows (about 3 CPU-s) is the

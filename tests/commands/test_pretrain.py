@@ -4,7 +4,7 @@ draw, offline), into a folder that [init] path reads; no public data is refused 
 import json
 
 import pytest
-from fakes import mnist1d_shaped
+from fakes import use_mnist1d_shaped
 from helpers import run_cli
 
 from tanplan.config import load_config
@@ -21,9 +21,8 @@ SMALL = ["data.num_samples=1500", "train.batch_size=128", "train.steps=4", "trai
 def shaped_data(monkeypatch):
     """Random signals of mnist1d's shapes: no test here reads what they are, only which draw (data.seed) each
     run trained on (generating mnist1d's private and public draws costs about 4 CPU-s a process)."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 def _sets(*extra):

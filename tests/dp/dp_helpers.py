@@ -79,6 +79,19 @@ def grad_sum(route: str, kind: str, clip=0.7, k: int = 1):
     return jax.jit(fn)
 
 
+def leave_one_out_moves(fn, params, x, y, full_sum=None) -> list[float]:
+    """‖sum over all rows − sum without row j‖ for each row j: what removing one example moves a (jitted) clipped
+    grad-sum fn(params, x, y, keys, mask) by, its sensitivity. full_sum: the sum over all rows, when computed."""
+    full = np.ones(len(y), bool)
+    total = fn(params, x, y, row_keys(), full)[0] if full_sum is None else full_sum
+    moved = []
+    for j in range(len(y)):
+        without = full.copy()
+        without[j] = False
+        moved.append(tree_norm(jax.tree.map(np.subtract, total, fn(params, x, y, row_keys(), without)[0])))
+    return moved
+
+
 def row_keys(n=ROWS, seed=0):
     """The augmentation keys of examples 0..n-1 (dataset indices) at one step."""
     from tanplan.dp import augmult

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
-from fakes import mnist1d_shaped
+from fakes import use_mnist1d_shaped
 
 from tanplan import cli
 from tanplan.config import load_config
@@ -69,10 +69,9 @@ def _independent_epsilon(*runs: Path) -> float:
 def shaped_data():
     """Random signals of mnist1d's shapes: provenance follows the [data] config, not what the signals are
     (generating mnist1d's private and public draws costs about 4 CPU-s a process)."""
-    from tanplan.data import load as data_load
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+        use_mnist1d_shaped(patch)
         yield
 
 

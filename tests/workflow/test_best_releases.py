@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import fake_pipeline_engine, fake_train, mnist1d_shaped
+from fakes import fake_pipeline_engine, fake_train, record_plan_reports, use_mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -33,9 +33,8 @@ def _sets(*extra) -> list[str]:
 def shaped_data(monkeypatch):
     """Random signals of mnist1d's shapes: the fake engine reads only N (generating mnist1d costs about 5 CPU-s
     a process, its import half of it)."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 @pytest.fixture
@@ -165,13 +164,12 @@ def test_the_run_pipeline_records_its_batch_law_beside_its_best_json(tmp_path, c
     """`tanplan run --tune-data private` trains its law on the private set with the sweep's best: a later
     `launch --best RUN/sweep/best.json` composes the sweep's 2 runs, the fit's 4 and itself."""
     from tanplan.workflow import launch as launch_module
-    from tanplan.workflow.pipeline import stages
 
     real_launch = launch_module.launch
     fake = fake_pipeline_engine(monkeypatch, fake_train(law=lambda b: 0.8, noise=0.004), 2.5)
     # the plan's report (RDP curves, figures: 7 CPU-s) is tests/commands/test_plan_command.py's: only asked for here
     reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: reports.append(out))
+    record_plan_reports(monkeypatch, reports)
     sets = [*SMALL, "fit.batch_sizes=[16, 32]", "fit.seeds=2", "tuning.data=private", "fit.max_half_width=50"]
     run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
     assert reports == [tmp_path / "run" / "plan"]

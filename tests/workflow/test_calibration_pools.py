@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_train, use_mnist1d_shaped
 from helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "experiments"))
@@ -24,9 +24,8 @@ from tanplan.workflow import pretrain  # noqa: E402
 def shaped_data(monkeypatch):
     """Random signals of mnist1d's shapes: the fake engine and the plans read only N (generating the fine-tuning
     setting's private and public draws costs about 10 CPU-s a process)."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 def test_a_pool_is_written_from_the_typed_summaries_and_a_rerun_trains_nothing_again(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_sweep_result, fake_train, record_plan_reports, use_mnist1d_shaped
 from helpers import CONFIG  # absolute: the tests do not depend on the working directory
 
 from tanplan.cli import main
@@ -30,9 +30,8 @@ quiet = lambda *a: None  # noqa: E731
 def mnist1d_shaped_data(monkeypatch):
     """Nothing here trains on mnist1d's signals (the fake engine's accuracies follow a law of B'): random rows of
     its shapes stand in for generating the private and public draws (and importing the generator)."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 @pytest.fixture
@@ -214,12 +213,11 @@ def test_tanplan_fit_auto_writes_the_law_of_the_ladders_runs(tmp_path):
 @pytest.fixture
 def engine(monkeypatch, no_figures):
     """Install a fake engine with a given law for proxies, sweep trials (none run) and the launch."""
-    from tanplan.workflow.pipeline import stages
 
     state = {"plan_reports": []}
     # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is checked here;
     # tests/commands/test_plan_command.py checks it
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: state["plan_reports"].append(out))
+    record_plan_reports(monkeypatch, state["plan_reports"])
 
     def install(law, noise=0.0):
         train_fn = fake_train(law=law, noise=noise)

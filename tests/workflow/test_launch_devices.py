@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from fakes import mnist1d_shaped
+from fakes import use_mnist1d_shaped
 from helpers import CONFIG, SEEDED, TINY, run_launch, saved_params
 
 from tanplan.cli import main
@@ -21,9 +21,8 @@ SHORT = TINY + ["train.steps=2", "train.eval_every=2", "model.name=mlp", "model.
 def shaped_data(monkeypatch):
     """Random signals of mnist1d's shapes: no test here reads what the signals are (generating mnist1d costs
     about 4 CPU-s a process, its import half of it); the subprocesses of the slow test generate the real set."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 @pytest.mark.slow

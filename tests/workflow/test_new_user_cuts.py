@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import mnist1d_shaped
+from fakes import use_mnist1d_shaped
 from helpers import ROOT, TINY, run_cli
 
 import tanplan
@@ -37,10 +37,9 @@ def mnist1d_shaped_data():
     """The launch and the fine-tuning run from it read mnist1d's shapes, not its signals: random rows stand in
     for generating the draw (and importing its generator). One stand-in for the module: both runs see the same
     draw, as their ledgers' composition needs."""
-    from tanplan.data import load as data_load
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(mp)
     yield
     mp.undo()
 

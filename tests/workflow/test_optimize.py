@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fakes import SMALL, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_train, use_mnist1d_shaped
 from tanplan.config import load_config
 from tanplan.errors import UsageError
 from tanplan.privacy import accounting
@@ -23,10 +23,9 @@ quiet = lambda *a, **k: None  # noqa: E731
 def mnist1d_shaped_data():
     """The fake engine's accuracies follow a law of the run, not mnist1d's signals: random rows of its shapes
     stand in for generating the private and public draws (the fake reads their N; the tuning checks, both)."""
-    from tanplan.data import load as data_load
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(mp)
     yield
     mp.undo()
 

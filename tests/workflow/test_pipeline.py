@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_sweep_result, fake_train, record_plan_reports, use_mnist1d_shaped
 
 from tanplan.workflow import proxy_runs
 from tanplan.workflow import launch as launch_module
@@ -21,17 +21,15 @@ REQUIRED = {"predicted_accuracy", "prediction_interval", "actual_accuracy", "eps
 @pytest.fixture
 def fake_engine(monkeypatch):
     """Sweep, proxy runs and the launch replaced by a flat law with small noise: no Ray, no JAX training."""
-    from tanplan.data import load as data_load
-    from tanplan.workflow.pipeline import stages
 
     law = lambda b: 0.8  # noqa: E731  the flat regime
     train_fn = fake_train(law=law, noise=0.004)
     # nothing trains on mnist1d's signals here: random rows of its shapes stand in for generating both draws
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
     # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is checked here;
     # tests/commands/test_plan_command.py checks it
     train_fn.plan_reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
+    record_plan_reports(monkeypatch, train_fn.plan_reports)
 
     def fake_sweep(spec, out, **kwargs):
         out.mkdir(parents=True, exist_ok=True)

@@ -5,13 +5,12 @@ import dataclasses
 import json
 
 import pytest
-from fakes import SMALL, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_train, use_mnist1d_shaped
 from helpers import CONFIG
 
 from tanplan.cli import main
 from tanplan.fileio import write_json_atomic
 from tanplan.config import load_config
-from tanplan.data import load as data_load
 from tanplan.engine import loop
 from tanplan.outcomes.pipeline import PlannedCompute
 from tanplan.workflow.ladder import budget_of
@@ -26,7 +25,7 @@ def mnist1d_shaped_data(monkeypatch):
     compute printed after the checks. Random sets of the same shapes pass every check the same way; the checks on
     real data are tested on small sets (tests/workflow/test_new_user_cuts.py). Nothing is written to the data
     cache."""
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 def test_dry_run_prints_each_stages_planned_compute_and_trains_nothing(tmp_path, capsys, monkeypatch):

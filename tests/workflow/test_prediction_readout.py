@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from fakes import SMALL, fake_sweep_result, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_sweep_result, fake_train, record_plan_reports, use_mnist1d_shaped
 from helpers import CONFIG
 from scipy import stats
 
@@ -28,9 +28,8 @@ PIPELINE = SMALL + ["fit.compute_budget=0"]  # B = 512: the ladder's own budget,
 def mnist1d_shaped_data(monkeypatch):
     """Nothing here trains on mnist1d's signals (the runs' accuracies follow CURVE, the dry run trains nothing):
     random rows of its shapes stand in for generating the private and public draws."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 def _rows(seed=0):
@@ -53,13 +52,12 @@ def test_the_lower_bound_is_the_intervals_predictive_distribution_read_one_sided
 @pytest.fixture
 def engine(monkeypatch):
     """A fake engine: proxies and the launch at CURVE with seed noise, the sweep's choice fixed."""
-    from tanplan.workflow.pipeline import stages
 
     train_fn = fake_train(law=CURVE, noise=0.01)
     # the plan stage's report (RDP curves and figures, several CPU-s a run) is not what is read here;
     # tests/commands/test_plan_command.py checks it
     train_fn.plan_reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
+    record_plan_reports(monkeypatch, train_fn.plan_reports)
     real_launch = launch_module.launch
 
     def fake_sweep(spec, out, **kwargs):

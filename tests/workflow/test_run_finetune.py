@@ -4,7 +4,7 @@ set; the proxies learn on the public mnist1d draw, not on the shifted set the we
 
 import numpy as np
 import pytest
-from fakes import fake_pipeline_engine, fake_train, mnist1d_shaped
+from fakes import fake_pipeline_engine, fake_train, record_plan_reports, use_mnist1d_shaped
 from helpers import ROOT
 
 from tanplan.config import load_config
@@ -19,13 +19,11 @@ def engine(monkeypatch):
     reads only N of the data: random signals of mnist1d's shapes (generating mnist1d's two draws costs about
     5 CPU-s a process), and no plan report (RDP curves, figures: tests/commands/test_plan_command.py's), only
     the calls to write one."""
-    from tanplan.data import load as data_load
-    from tanplan.workflow.pipeline import stages
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
     train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
     train_fn.plan_reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
+    record_plan_reports(monkeypatch, train_fn.plan_reports)
     return fake_pipeline_engine(monkeypatch, train_fn, 1.0)
 
 

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fakes import SMALL, fake_pipeline_engine, fake_train, mnist1d_shaped
+from fakes import SMALL, fake_pipeline_engine, fake_train, record_plan_reports, use_mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.config import load_config
@@ -33,14 +33,13 @@ def _rdp_epsilon(runs, delta):
 
 
 def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
-    from tanplan.data import load as data_load
     from tanplan.engine.setup import load_data
     from tanplan.privacy.run_plan import resolve_plan
     from tanplan.workflow.ladder import budget_of
 
     # the figure depends on the demo's N, not on its signals: random rows of mnist1d's shapes stand in for the
     # 20,000-row draw (about 14 CPU-s to generate in a cold cache)
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
     monkeypatch.setattr(loop, "train_and_evaluate", _no_training)
     monkeypatch.setattr(search, "run_sweep", _no_training)
     out = tmp_path / "run"
@@ -77,13 +76,12 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    from tanplan.workflow.pipeline import stages
 
     train_fn = fake_train(law=lambda b: 0.8, noise=0.004)
     # the plan stage's report (its privacy-wall figure: RDP curves of many settings, 5-7 CPU-s) is not what is
     # checked here; tests/commands/test_plan_command.py checks the report that `plan --out` writes with it
     train_fn.plan_reports = []
-    monkeypatch.setattr(stages, "write_plan_report", lambda plan, out, *a, **k: train_fn.plan_reports.append(out))
+    record_plan_reports(monkeypatch, train_fn.plan_reports)
     return fake_pipeline_engine(monkeypatch, train_fn, 2.5)  # two sweep trials, each with its ledger
 
 

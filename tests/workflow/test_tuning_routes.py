@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fakes import fake_sweep_result, fake_train, mnist1d_shaped
+from fakes import fake_sweep_result, fake_train, use_mnist1d_shaped
 from helpers import CONFIG, run_cli
 
 from tanplan.engine import loop
@@ -26,9 +26,8 @@ SMALL = ["data.num_samples=2000", "train.batch_size=256", "train.steps=4", "trai
 def mnist1d_shaped_data(monkeypatch):
     """The fake engine reads the draws' sizes and seeds, not their signals: random rows of mnist1d's shapes (one
     draw a seed) stand in for generating the private and public draws."""
-    from tanplan.data import load as data_load
 
-    monkeypatch.setattr(data_load, "load_mnist1d", mnist1d_shaped)
+    use_mnist1d_shaped(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
