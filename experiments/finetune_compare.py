@@ -6,6 +6,7 @@ head, the noise and batches come from each run's secret; heads: each run draws i
 Writes reports/finetune/table.md, results.json and finetune.png (accuracy against ε).
 
     python experiments/finetune_compare.py [--epsilons 0.5 1 4] [--seeds 3] [--out reports/finetune]
+        [--routes scratch adapters]   # only the routes (and heads) whose names hold one of these words
 """
 
 import argparse
@@ -37,6 +38,8 @@ ROUTES = {  # name -> [init] overrides (None: from scratch)
     "fine-tune, 0 frozen": {},
     "fine-tune, first 2 blocks frozen": {"init.frozen": ["Conv_0", "NormAct_0", "Conv_1", "NormAct_1"]},
     "fine-tune, all but head frozen": {"init.frozen": ["Conv_*", "NormAct_*"]},
+    # LoRA on every Conv and the head's Dense, the base frozen (tanplan.models.adapters); released merged
+    "adapters, rank 8": {"init.adapters": ["Conv_*", "Dense_*"], "init.adapters_rank": 8},
 }
 HEADS = {"DP-LS head": "dp-ls", "DPPL-Public head": "dppl-public"}  # name -> tanplan.baselines method
 PRETRAIN = {"train.optimizer": "adam", "train.learning_rate": 0.003, "train.steps": 400, "train.ema_decay": 0.0,
@@ -78,7 +81,8 @@ def head_features(cfg, pre: Path):
     private, public = load_data(cfg.data), load_data(pretrain_config(cfg).data)
     logits = np.asarray(tanplan.load_run(pre).predict(private.x_test))
     as_is = float(np.mean(logits.argmax(1) == private.y_test))
-    return released_features(pre, private, np.concatenate([public.x_train, public.x_test])), as_is
+    pool = np.concatenate([public.x_train, public.x_test])
+    return released_features(pre, private, pool, data=cfg.data), as_is  # data: judged other data, public weights
 
 
 def heads(features, eps: float, delta: float, accountant: str, method: str, seeds: int) -> list[float]:
@@ -96,19 +100,18 @@ def cell(accs: list[float]) -> str:
     return f"{statistics.mean(accs):.3f} ± {statistics.stdev(accs):.3f}"
 
 
-def table(results: dict, epsilons: list[float]) -> str:
-    names = [*ROUTES, *HEADS]
+def table(results: dict, epsilons: list[float], names: list[str]) -> str:
     lines = ["| ε | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
     lines += [f"| {eps:g} | " + " | ".join(cell(results[f"{eps:g}|{r}"]) for r in names) + " |" for eps in epsilons]
     return "\n".join(lines) + "\n"
 
 
-def figure(results: dict, epsilons: list[float], path: Path, delta: float, as_is: float) -> None:
+def figure(results: dict, epsilons: list[float], path: Path, delta: float, as_is: float, names: list[str]) -> None:
     """Test accuracy against ε (log axis), one line per route, ± the sample standard deviation; dotted, the
     pretrained model as it is (no private training)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     ax.axhline(as_is, color="grey", linestyle=":", label="pretrained, as it is (no private data)")
-    for name in [*ROUTES, *HEADS]:
+    for name in names:
         runs = [results[f"{eps:g}|{name}"] for eps in epsilons]
         ax.errorbar(epsilons, [statistics.mean(a) for a in runs], yerr=[statistics.stdev(a) for a in runs],
                     marker="o" if name in ROUTES else "s", linestyle="-" if name in ROUTES else "--",
@@ -131,16 +134,18 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 4.0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default="reports/finetune")
+    parser.add_argument("--routes", nargs="+", default=[], help="words: only the routes whose names hold one")
     args = parser.parse_args()
+    names = [n for n in [*ROUTES, *HEADS] if not args.routes or any(w in n for w in args.routes)]
     out = Path(args.out)
     cfg, pre = prepare(out)
     features, as_is = head_features(cfg, pre)
     print(f"the pretrained model as it is, on the private test split: {as_is:.3f}", flush=True)
     delta = cfg.privacy.delta or default_delta(features[0].x_train.shape[0])
-    warm_imports(list(HEADS.values()))
+    warm_imports([method for name, method in HEADS.items() if name in names])
     results = {}
     for eps in args.epsilons:
-        for name in [*ROUTES, *HEADS]:
+        for name in names:
             started = time.perf_counter()
             if name in ROUTES:
                 accs, run_delta = dp_sgd(cfg, pre, eps, name, args.seeds)
@@ -152,9 +157,9 @@ def main() -> None:
                   flush=True)
     (out / "results.json").write_text(json.dumps({"delta": delta, "accountant": cfg.privacy.accountant,
                                                   "pretrained_as_is": as_is, "accuracies": results}, indent=1))
-    (out / "table.md").write_text(table(results, args.epsilons))
-    figure(results, args.epsilons, out / "finetune.png", delta, as_is)
-    print(table(results, args.epsilons), end="")
+    (out / "table.md").write_text(table(results, args.epsilons, names))
+    figure(results, args.epsilons, out / "finetune.png", delta, as_is, names)
+    print(table(results, args.epsilons, names), end="")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,12 @@ class InitConfig:
                             "optimizer state); they win over trainable", item=str)
     frozen_blocks: int = setting(0, "resnet18_gn, wrn16_4, vit_tiny: freeze the stem and the first k block groups "
                                  "(ViT: encoder blocks); k = all of them leaves the head alone trainable", lo=0)
+    adapters: tuple = setting((), "low-rank adapters (LoRA) on these Dense and Conv layers, patterns as in trainable "
+                              "(\"Conv_*\", \"Dense_0\"); the base is frozen and only the adapters train (with what "
+                              "trainable names, and a re-initialised head); released merged into the base kernels "
+                              "(tanplan.models.adapters); needs init.path or init.loader", item=str)
+    adapters_rank: int = setting(8, "rank r of each adapter (a layer's update is A·B, A d_in×r, B r×d_out)", lo=1,
+                                 hi=4096)
 
 
 @dataclass(frozen=True)
@@ -554,7 +560,10 @@ def _check_init(init: InitConfig) -> None:
     if init.loader and not IMPORT_PATH.fullmatch(init.loader):
         raise UsageError(f"init.loader = {init.loader!r} is not allowed: an import path reads "
                          "\"package.module:load_params\"")
-    for key in ("head", "trainable", "frozen"):
+    if init.adapters and not (init.path or init.loader):
+        raise UsageError("init.adapters is not allowed without initial weights: adapters fine-tune a pretrained "
+                         "model; give init.path or init.loader")
+    for key in ("head", "trainable", "frozen", "adapters"):
         for pattern in getattr(init, key):
             if pattern.startswith("re:"):
                 try:

@@ -25,7 +25,9 @@ xdist workers already take both cores, and a BLAS pool of two threads per worker
 Accounting. dp_accounting's RDP of one order of the subsampled Gaussian (_compute_log_a, a pure function of three
 floats) is memoised in each test process: the planners, ledgers and audits of the suite ask for the same curves
 again and again (687 curves, 102 distinct, in tests/workflow/test_optimize.py, test_final_audit.py and
-test_total_budget.py; test_optimize.py: 66 → 22 CPU-s). The values are the library's own.
+test_total_budget.py; test_optimize.py: 66 → 22 CPU-s), and so is tanplan's ε of a whole composition
+(accounting._epsilon_of_events), shared by the session's processes (the workers calibrate the same plans: the
+suite's logged CPU 563 → 540 CPU-s). The values are the library's own.
 
 TANPLAN_TEST_PLAIN=1 turns the compilation flags and the memo off (XLA's default compilation, dp_accounting as
 installed): `make test-all` sets it, so that every test, the slow ones included, also runs as users' runs do.
@@ -74,26 +76,30 @@ if cpu_only() and not _PLAIN:
 configure_process()
 
 
-class _SharedLogA:
-    """The values of _compute_log_a this session's test processes computed, in one SQLite file of the session
-    cache: the xdist workers plan the same configs (the demo's plan figures, the ladders' proxies) and read
-    what the other computed instead of summing the series again. A value is stored as the float it was."""
+class _SharedMemo:
+    """Values this session's test processes computed, in one SQLite table of the session cache: the xdist
+    workers plan the same configs (the demo's plan figures, the ladders' proxies) and read what another
+    computed instead of computing it again. A value is stored as the float it was."""
 
-    def __init__(self, path: str):
-        self.path, self.pid, self.db = path, None, None
+    def __init__(self, path: str, table: str, columns: str):
+        self.path, self.table, self.columns, self.pid, self.db = path, table, columns, None, None
+        names = [column.split()[0] for column in columns.split(",")]
+        self.where = " AND ".join(f"{name}=?" for name in names)
+        self.values = ", ".join("?" * (len(names) + 1))
 
     def _connection(self):
         if self.pid != os.getpid():  # a forked process opens its own
             self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")  # no fsync per insert (5,000 inserts: 4.9 s wall → 0.2)
-            self.db.execute("CREATE TABLE IF NOT EXISTS log_a (q REAL, s REAL, a REAL, v REAL, PRIMARY KEY (q, s, a))")
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ({self.columns}, v REAL, PRIMARY KEY "
+                            f"({', '.join(column.split()[0] for column in self.columns.split(','))}))")
             self.pid = os.getpid()
         return self.db
 
     def get(self, key):
         try:
-            row = self._connection().execute("SELECT v FROM log_a WHERE q=? AND s=? AND a=?", key).fetchone()
+            row = self._connection().execute(f"SELECT v FROM {self.table} WHERE {self.where}", key).fetchone()
         except (sqlite3.Error, TypeError):  # an argument SQLite cannot bind, or a busy file: computed
             return None
         return None if row is None else row[0]
@@ -101,14 +107,15 @@ class _SharedLogA:
     def put(self, key, value) -> None:
         if isinstance(value, float) and math.isfinite(value):  # SQLite keeps no NaN; ±inf computed again
             try:
-                self._connection().execute("INSERT OR IGNORE INTO log_a VALUES (?, ?, ?, ?)", (*key, value))
+                self._connection().execute(f"INSERT OR IGNORE INTO {self.table} VALUES ({self.values})",
+                                           (*key, value))
             except (sqlite3.Error, TypeError):
                 pass
 
 
 def _memoise_rdp() -> None:
     """Put a cache in front of dp_accounting's _compute_log_a(q, noise_multiplier, alpha) (see above): this
-    process's own, then the session's (_SharedLogA)."""
+    process's own, then the session's (_SharedMemo)."""
     try:
         from dp_accounting.rdp import rdp_privacy_accountant as rdp
     except ImportError:  # pragma: no cover - the test extra installs it
@@ -116,7 +123,7 @@ def _memoise_rdp() -> None:
     plain = getattr(rdp, "_compute_log_a", None)
     if plain is None or hasattr(plain, "plain"):  # another version of the library, or done already
         return
-    shared = _SharedLogA(os.path.join(_CACHE, "rdp_log_a.sqlite"))
+    shared = _SharedMemo(os.path.join(_CACHE, "accounting.sqlite"), "log_a", "q REAL, s REAL, a REAL")
 
     def computed(q, noise_multiplier, alpha):
         try:
@@ -141,8 +148,35 @@ def _memoise_rdp() -> None:
     rdp._compute_log_a = log_a
 
 
+def _memoise_compositions() -> None:
+    """Share tanplan's ε of a composition (accounting._epsilon_of_events, a pure function of frozen DpEvents, δ,
+    the accountant, the relation and the PLD grid) across the session's processes: each process already keeps
+    its own (lru_cache); the PLD of one composition costs 0.1-1 CPU-s, and the workers ask for the same ones.
+    A test that swaps the accountant (accounting.make_accountant) is computed as written, and nothing it
+    computed is shared."""
+    from tanplan.privacy import accounting
+
+    plain = accounting._epsilon_of_events.__wrapped__
+    library = accounting.make_accountant
+    shared = _SharedMemo(os.path.join(_CACHE, "accounting.sqlite"), "epsilon", "key TEXT")
+
+    @functools.lru_cache(maxsize=1024)
+    def epsilon_of_events(events, delta, accountant, neighbouring, interval):
+        if accounting.make_accountant is not library:
+            return plain(events, delta, accountant, neighbouring, interval)
+        key = (repr((events, delta, accountant, neighbouring, interval)),)  # DpEvents: frozen attrs, exact repr
+        value = shared.get(key)
+        if value is None:
+            value = plain(events, delta, accountant, neighbouring, interval)
+            shared.put(key, value)
+        return value
+
+    accounting._epsilon_of_events = epsilon_of_events
+
+
 if not _PLAIN:
     _memoise_rdp()
+    _memoise_compositions()
 
 
 # The modules that cost most CPU-s in a cold `make test` (issue 45), costliest first; the rest keep their order.

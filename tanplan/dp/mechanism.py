@@ -18,7 +18,9 @@ Guarantee. Step t releases  Σ_{i ∈ P_t} clip_C(g_i) + N(0, σ²C² I), where
 With frozen parameters ([init] trainable / frozen / frozen_blocks: tanplan.dp.partition) g_i is the
 gradient with respect to the trainable parameters alone, clipped to C over them; the noise has their shape
 and the optimizer updates them alone, so the sensitivity stays C and the frozen parameters are released
-as they came in (public: the init, or experiment.seed's draw).
+as they came in (public: the init, or experiment.seed's draw). Low-rank adapters ([init] adapters:
+tanplan.models.adapters) are this case: the adapters are ordinary Dense and Conv sub-layers, the trainable
+parameters, and the base is frozen; g_i is over the adapters alone, clipped to C (tests/dp/test_adapter_route.py).
 Dividing by the EXPECTED batch size B, the optimizer, the EMA and everything published after are
 post-processing. The accountant (tanplan.privacy.accounting) composes S Poisson-subsampled Gaussian
 mechanisms of multiplier σ (`events`, plus DP-SNIP's one release when pruning uses it) under the run's

@@ -8,6 +8,12 @@ accountant assumes (tanplan.dp.mechanism), and the frozen parameters are release
 (public: the init, or experiment.seed's draw): they are never a function of the private data. A frozen
 parameter that entered the norms would shrink the trainable gradients' share of C; one that entered the
 noise or the update would move; tests/dp/test_partition.py would catch either.
+
+Low-rank adapters ([init] adapters, tanplan.models.adapters) are a partition like any other: the adapters'
+parameters train, the base is frozen, so each example is clipped to C over the adapters alone. They are
+plain Dense and Conv sub-layers of the layers they adapt, so the per-layer route records them as it records
+any layer and skips the frozen base layers; tests/dp/test_adapter_route.py checks their per-example norms
+against each example's own gradient and the vmap route, and the sensitivity C.
 """
 
 from __future__ import annotations

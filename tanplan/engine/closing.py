@@ -15,6 +15,7 @@ from tanplan.engine.hooks import RunHooks
 from tanplan.engine.session import Session
 from tanplan.job import RunJob
 from tanplan.dp.partition import trainable_of
+from tanplan.models import adapters
 from tanplan.outcomes.run_summary import Init, Layout, RunSummary
 from tanplan.provenance import Environment
 
@@ -31,11 +32,25 @@ def close_run(s: Session, *, started: float, backend: str, env: Environment, hoo
         augtest = evaluation.evaluate_augtest(s.job, run.logits_fn, s.released_params(), run.dataset, run.augment,
                                               run.test_key)
         summary = dataclasses.replace(summary, test_accuracy_augtest=augtest)
-        summary = dataclasses.replace(summary, model=s.folder.write_model(s.released_params(),
+        summary = dataclasses.replace(summary, model=s.folder.write_model(released_model(s),
                                                                           model_card(s.job, s, summary)))
     s.folder.write_ledger(s.ledger, with_pld=run_is_target(s))
     s.folder.write_summary(summary)
     return summary
+
+
+def released_model(s: Session):
+    """The parameters model/params.npz holds: the released ones, adapters merged into their base kernels
+    (tanplan.models.adapters.merged: the base model's paths and shapes, the same function of the input)."""
+    params = s.released_params()
+    return adapters.merged(params) if s.job.init.adapters else params
+
+
+def parameter_counts(run) -> tuple[int, int]:
+    """(trainable, frozen) scalars of the run's parameters (tanplan.dp.partition; adapters included)."""
+    total = sum(int(leaf.size) for leaf in jax.tree.leaves(run.params))
+    trainable = sum(int(leaf.size) for leaf in jax.tree.leaves(trainable_of(run.partition, run.params)))
+    return trainable, total - trainable
 
 
 def run_is_target(s: Session) -> bool:
@@ -50,6 +65,7 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, h
     pld = ledger.pld_figures() if run_is_target(s) else {"epsilon_pld": None, "epsilon_replace_one": None}
     accountant_of_record, neighbouring_of_record = ledger.record()
     train_seconds = s.train_seconds()
+    trainable, frozen = parameter_counts(s.run)
     return RunSummary(
         test_accuracy=final.get("test_accuracy"), test_loss=final.get("test_loss"),
         epsilon=ledger.epsilon_of_record(), epsilon_accountant=accountant_of_record,
@@ -69,6 +85,7 @@ def run_summary(s: Session, *, started: float, backend: str, env: Environment, h
         params_checksum=evaluation.params_checksum(s.state.params), evaluated_at_step=final.get("step"),
         diverged_at_step=s.diverged_at, interrupted=s.interrupted,
         test_accuracy_no_ema=final.get("test_accuracy_no_ema"), pruning=s.run.pruning,
+        trainable_parameters=trainable, frozen_parameters=frozen,
         platform=env.platform, device_kind=env.device_kind, versions=env.versions,
         init=init_of(s.run, ledger), **marks_of(hooks))
 
@@ -86,11 +103,10 @@ def init_of(run, ledger=None) -> Init | None:
     trained."""
     if run.init is None and run.partition is None:
         return None
-    total = sum(int(leaf.size) for leaf in jax.tree.leaves(run.params))
-    trainable = sum(int(leaf.size) for leaf in jax.tree.leaves(trainable_of(run.partition, run.params)))
+    trainable, frozen = parameter_counts(run)
     return Init(source=run.init.source if run.init else "", digest=run.init.digest if run.init else None,
                 reinitialised=run.init.reinitialised if run.init else (), trainable_parameters=trainable,
-                frozen_parameters=total - trainable, provenance=provenance_of(run, ledger))
+                frozen_parameters=frozen, provenance=provenance_of(run, ledger))
 
 
 def provenance_of(run, ledger) -> dict | None:
@@ -118,6 +134,8 @@ def model_card(job: RunJob, s: Session, summary: RunSummary) -> dict:
         card |= {"private_release": False}
     if summary.audit_canaries:
         card |= {"audit_canaries": summary.audit_canaries}
+    if job.init.adapters:  # trained as low-rank adapters, released merged: the base model's shapes
+        card |= {"adapters": {"targets": list(job.init.adapters), "rank": job.init.adapters_rank, "merged": True}}
     if summary.init is not None and summary.init.provenance:  # what it starts from: "epsilon" composes it
         card |= {"init": dict(summary.init.provenance)}
     return card

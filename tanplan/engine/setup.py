@@ -27,7 +27,7 @@ from tanplan.engine.memory import check_batches_fit
 from tanplan.engine.route_notes import route_line
 from tanplan.errors import UsageError
 from tanplan.job import RunJob
-from tanplan.models import create_model, freeze
+from tanplan.models import adapters, create_model, freeze
 from tanplan.models import init as model_init
 from tanplan.models.plugins import check_per_example, check_rows_alone
 from tanplan.outcomes.run_summary import Pruning
@@ -56,7 +56,7 @@ def build_model(job: RunJob, num_classes: int, input_shape=None):
         check_per_example(model, input_shape, m.name, seed=job.experiment.seed, num_classes=num_classes)
     if input_shape is not None:
         tasks.check(tasks.from_config(job), num_classes)
-    return model
+    return adapters.adapt(model, job.init.adapters, job.init.adapters_rank)  # [init] adapters: LoRA layers added
 
 
 def build_augmentation(data: DataConfig, dataset):
@@ -108,10 +108,10 @@ def check_init(job: RunJob) -> CheckedInit | None:
     numeric or non-finite source refused); its frozen_blocks fit the model, pruning is not asked beside
     frozen parameters. None without [init]."""
     freeze.block_patterns(job.init, job.model)
-    frozen = job.init.trainable or job.init.frozen or job.init.frozen_blocks
+    frozen = job.init.trainable or job.init.frozen or job.init.frozen_blocks or job.init.adapters
     if frozen and sparsity.enabled(job.pruning):
-        raise UsageError("[init] trainable / frozen / frozen_blocks are not allowed with [pruning]: the masked step "
-                         "of pruning and gradient dropping updates every parameter")
+        raise UsageError("[init] trainable / frozen / frozen_blocks / adapters are not allowed with [pruning]: the "
+                         "masked step of pruning and gradient dropping updates every parameter")
     if not (job.init.path or job.init.loader):
         return None
     provenance = init_provenance.read(job)  # before its arrays: the private data file is never read as weights
@@ -139,7 +139,7 @@ def prepare(job: RunJob, dataset=None) -> Prepared:
     provenance = checked.provenance if checked else None
     init_provenance.check_total(provenance, plan, job)  # with its init's releases: exit 3 before any file
     params = init.params if init is not None else params
-    trainable = freeze.trainable_paths(job.init, job.model, params)
+    trainable = freeze.trainable_paths(job.init, job.model, params, init.reinitialised if init else ())
     partition = dp_partition.Partition(trainable) if trainable is not None else None
     if is_import_path(job.model.name):  # at the run's own chunk shape: rows mixed at a distance are caught too
         rows = sampling.batch_layout(dataset.num_train, plan.q, job.perf.physical_batch_size).chunk_size

@@ -12,7 +12,8 @@ A tree whose only top-level key is "params" (flax's variables) is read as its pa
 
 Every parameter of the model takes the init's array at its path, with the same shape; a parameter the init
 lacks, an init array the model lacks, or a shape that differs is refused (UsageError, one line naming the
-path and both shapes), except for the head (init.head patterns, each naming a parameter of the model; by
+path and both shapes), except for low-rank adapters (tanplan.models.adapters: they keep their fresh draw,
+their up-projection zero) and the head (init.head patterns, each naming a parameter of the model; by
 default the last top-level Dense of a built-in model), which keeps the model's own fresh initialisation
 (experiment.seed) when the class count differs. Every array is checked when it is read (`read_source`, before
 any data is loaded): real numbers (bool, integer or floating; strings, objects and complex numbers refused)
@@ -38,6 +39,7 @@ import numpy as np
 
 from tanplan.config import InitConfig
 from tanplan.errors import UsageError
+from tanplan.models.adapters import is_adapter
 from tanplan.models.paths import flat_params, like, matches
 from tanplan.plugins import is_import_path, resolve
 from tanplan.privacy.init_provenance import released_folder
@@ -195,7 +197,7 @@ def load_init(init: InitConfig, model_name: str, params, read: tuple[dict, str] 
     reinit = []
     for key, fresh in mine.items():
         got = source.get(key)
-        if got is not None and got.shape == fresh.shape:
+        if (got is not None and got.shape == fresh.shape) or is_adapter(key):  # adapters: their fresh draw
             continue
         if is_head(key):
             reinit.append(key)
@@ -209,7 +211,8 @@ def load_init(init: InitConfig, model_name: str, params, read: tuple[dict, str] 
         raise UsageError(f"init: {text!r} holds {extra[0]} (shape {source[extra[0]].shape}), which the model has "
                          f"no parameter for ({len(extra)} such)")
     with np.errstate(over="ignore"):  # a value beyond the dtype's range becomes inf: refused just below
-        laid = {k: (v if k in reinit else np.asarray(source[k], dtype=v.dtype)) for k, v in mine.items()}
+        laid = {k: (v if k in reinit or is_adapter(k) else np.asarray(source[k], dtype=v.dtype))
+                for k, v in mine.items()}
     for key, value in laid.items():  # 1e300 in float64 is inf in the model's float32
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError(f"init: {text!r}: {key} overflows the model's dtype {mine[key].dtype} (values beyond "

@@ -91,6 +91,10 @@ class RunSummary(Result):
     test_accuracy_augtest: float | None = None
     pruning: Pruning | None = None
     model: str | None = None  # folder of the released model, relative to the run folder
+    # scalars that took gradients, noise and updates (adapters included), and those kept bit for bit ([init]
+    # frozen / adapters); None in summaries written before they existed
+    trainable_parameters: int | None = None
+    frozen_parameters: int | None = None
     # what produced these numbers (tanplan.provenance): JAX's platform, the device kind, library versions
     platform: str | None = None
     device_kind: str | None = None

@@ -47,7 +47,8 @@ def pretrain_config(cfg: Config) -> Config:
     tuning.check(runs.group({"privacy.private": True}).base)  # a public set must exist
     return runs.group({**tuning.public_data(cfg), "privacy.private": False, "privacy.noise_seed": -1,
                        "init.path": "", "init.loader": "", "init.head": (), "init.trainable": (),
-                       "init.frozen": (), "init.frozen_blocks": 0, "train.proxy_batch_size": 0}).base
+                       "init.frozen": (), "init.frozen_blocks": 0, "init.adapters": (),
+                       "train.proxy_batch_size": 0}).base
 
 
 def check_public(cfg: Config, load, public_cfg: Config | None = None) -> None:
