@@ -17,11 +17,6 @@ $(STAMP): pyproject.toml
 	# uv installs what pip would, from the same registries, in seconds rather than a minute and a half
 	$(BIN)/python -m pip install --quiet "uv>=0.5,<1"
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[train,test]"
-	# The heavy libraries' bytecode, once, in two processes side by side (about 15 s on 2 cores): otherwise every
-	# process the first minute of `make test` starts (its xdist workers, its subprocesses) compiles it at once
-	$(BIN)/python -c "import jax, flax.linen, optax, chex, jax_privacy, orbax.checkpoint" & \
-	$(BIN)/python -c "import ray, ray.tune, optuna, matplotlib.pyplot, scipy.stats, dp_accounting, hypothesis"; \
-	wait
 	touch $(STAMP)
 
 # Modules stay whole on one xdist worker, costliest first (tests/conftest.py: HEAVY_FIRST). One worker more than

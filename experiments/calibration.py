@@ -3,6 +3,7 @@ one launch cover a launch? (docs/calibration.md)
 
     .venv/bin/python experiments/calibration.py [--draws 400] [--setting demo ...] [--figures docs] [--parts] [--floor]
     .venv/bin/python experiments/calibration.py --draws 100 --before   # the yardstick, before and after issue 48
+    .venv/bin/python experiments/calibration.py --draws 100 --seeds --spread-prior   # issue 48 item 6
 
 For each setting, every draw climbs the proxy ladder as `tanplan run` does (tanplan.workflow.ladder.climb
 with the defaults of [fit]: the same rule, law, interval and verdict), except that a run is not trained:
@@ -24,6 +25,12 @@ mean half-width and the interval score's ratio to an oracle that knows the launc
 with a bootstrap CI over launches and draws, and the law each launched draw chose. The rule of record is
 each setting's config with the package's fit.law (no user sets it); --before adds the knee law alone (the
 default before issue 48) on the same draws, and a config's own fit.law is shown beside it.
+
+With --seeds, instead of the tables above: each rung's seed spread (with and without EMA) against the
+launches', with the F-test (issue 48 item 6: ε 1.0's three B' = 512 seeds). With --spread-prior, instead:
+the rule of record and the rule with the opt-in fit.spread_ratio = r on the same draws, r the launches'
+std ÷ the rule's estimate of it (median over draws) learned leave-one-setting-out on the four settings of
+record (geometric mean of the other three's; the fine-tuning settings get all four's).
 
 With --parts, also the interval's parts for each setting (each part's std, the t quantile, and the width and
 coverage the interval would have with the launch's own std known: the floor the law's part alone sets).
@@ -158,7 +165,7 @@ def new_rule(pool: Pool, rng, *, cfg=None, floor: int | None = None, forms=None,
     budget = budget_of(cfg, sweep_spent)
     try:
         outcome = climb(Draws(pool, rng), budget, test_sizes=pool.test_sizes, level=f.level,
-                        forms=forms or forms_of(f.law))
+                        forms=forms or forms_of(f.law), spread_ratio=f.spread_ratio)
     except PoolExhausted:  # the draw's generator calls are all made in Draws(): the next draw is unaffected
         return Outcome(False, None, None, None, math.nan, exhausted=True)
     compute = sum(r.n * r.batch_size for r in outcome.rungs) / target
@@ -624,6 +631,114 @@ def pools_table(pools: list[Pool]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------------------------
+# The seeds' spread against the launches' (issue 48 item 6: ε 1.0's B' = 512 rung)
+
+
+def seed_rows(path: Path) -> list[dict]:
+    """The pool's rows with an accuracy (diverged runs left out), as calibration_pools.py wrote them."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["acc"] is not None]
+
+
+SEEDS_HEADER = ("| setting | B' | seeds | accuracies (EMA) | std (pts) | std without EMA (pts) | launches' std (pts) | "
+                "F = launches' var ÷ rung's | p (a rung this tight or tighter) | p (this loose or looser) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def seeds_rows(path: Path, shown: int = 6) -> list[str]:
+    """Markdown, one row per rung: its seeds' std with and without EMA against the launches', and the F-test of
+    the launches' variance over the rung's (one-sided each way). Are a rung's seeds independent runs? The
+    EMA-free accuracies of the same runs scatter like any rung's when they are; a cached or repeated run
+    gives the same accuracy both ways."""
+    from scipy import stats
+
+    rows = seed_rows(path)
+    launches = [r["acc"] for r in rows if r["kind"] == "launch"]
+    sl = statistics.stdev(launches)
+    out = []
+    for b in sorted({int(r["b"]) for r in rows if r["kind"] == "rung"}):
+        runs = [r for r in rows if r["kind"] == "rung" and int(r["b"]) == b]
+        if len(runs) < 2:
+            continue
+        acc = [r["acc"] for r in runs]
+        s, s_raw = statistics.stdev(acc), statistics.stdev(r["acc_no_ema"] for r in runs)
+        f = sl**2 / s**2 if s > 0 else math.inf
+        tight = float(stats.f.sf(f, len(launches) - 1, len(acc) - 1))  # launches this much looser, by chance
+        listed = ", ".join(f"{a:.5g}" for a in acc[:shown]) + (" …" if len(acc) > shown else "")
+        out.append(f"| {path.stem} | {b} | {len(acc)} | {listed} | {100 * s:.2f} | {100 * s_raw:.2f} | {100 * sl:.2f} | "
+                   f"{f:.3g} | {tight:.2g} | {1 - tight:.2g} |")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# An opt-in spread prior (issue 48 item 6): fit.spread_ratio learned leave-one-setting-out
+
+
+FOUR = ("demo", "eps1_b2048", "mnist5k", "large_b16384")  # the settings of record; fine-tuning is held out of every r
+
+
+def own_ratio(pool: Pool, outcomes: list[Outcome]) -> float:
+    """The launches' std ÷ the median over launched draws of one launch's std as the rule read it off its
+    proxies' seeds (the spread_ratio that would have been right for this setting, with hindsight)."""
+    stds = [o.launch_std for o in outcomes if o.launched and o.launch_std]
+    return pool.launch_std / float(np.median(stds))
+
+
+def learned_ratio(ratios: dict, left_out: str) -> tuple[float, tuple]:
+    """(r, the settings it was learned on): the geometric mean of the four settings' own ratios, `left_out`
+    excluded (a fine-tuning setting is never among the four: it gets all four's)."""
+    on = tuple(n for n in FOUR if n != left_out and n in ratios)
+    return (float(np.exp(np.mean([np.log(ratios[n]) for n in on]))) if on else math.nan), on
+
+
+PRIOR_HEADER = ("| setting | own ratio (launches' std ÷ the rule's) | r applied (learned on) | rule | coverage [CI] | "
+                "median \\|pred − launch mean\\| (pts) [CI] | mean half-width (pts) [CI] | interval score ÷ oracle's "
+                "[CI] | half-width change |\n|---|---|---|---|---|---|---|---|---|")
+
+
+def prior_rows(replays: dict, draws: int, boot: int) -> list[str]:
+    """Markdown: for each replayed setting, the rule of record (fit.spread_ratio = 0) and the same draws with
+    fit.spread_ratio = r learned leave-one-setting-out on the four settings of record. replays: {name: (pool,
+    the config, sweep_spent, the rule of record's outcomes)}."""
+    ratios = {n: own_ratio(pool, outs) for n, (pool, _, _, outs) in replays.items()}
+    lines = []
+    for name, (pool, cfg, spent, outs) in replays.items():
+        r, on = learned_ratio(ratios, name)
+        if not on:  # --setting chose none of the other settings of record: nothing to learn r from
+            lines.append(f"| {name} | {ratios[name]:.2f} | — (replay the four settings of record too) |")
+            continue
+        rng = np.random.default_rng(0)  # the same draws as the rule of record's (replay's seed)
+        prior = [new_rule(pool, rng, cfg=cfg, sweep_spent=spent, sets=(f"fit.spread_ratio={r:.4f}",))
+                 for _ in range(draws)]
+        rows = (yardstick(pool, outs, "fit.spread_ratio = 0 (off)", boot),
+                yardstick(pool, prior, f"fit.spread_ratio = {r:.2f}", boot))
+        change = rows[1].half_width[0] / rows[0].half_width[0] - 1
+        learned = f"{r:.2f} ({', '.join(on)})"
+        for y, delta in zip(rows, ("", f"{100 * change:+.1f}%")):
+            cells = y.row().split(" | ")  # | setting | rule | draws | refused | coverage | error | half | score | ...
+            lines.append(f"| {name} | {ratios[name]:.2f} | {learned} | {y.rule} | {cells[4]} | {cells[5]} | "
+                         f"{cells[6]} | {cells[7]} | {delta} |")
+    return lines
+
+
+def item6(args, names: list[str]) -> None:
+    """--seeds and --spread-prior: their tables alone, the second on the rule of record's draws (the package's
+    fit.law in each setting's config, within the pipeline's budget after the sweep, as main replays it)."""
+    if args.seeds:
+        print(SEEDS_HEADER + "\n" + "\n".join(row for n in names for row in seeds_rows(Path(args.pools) / f"{n}.jsonl")))
+    if not args.spread_prior:
+        return
+    replays = {}
+    for name in names:
+        pool = load_pool(Path(args.pools) / f"{name}.jsonl", SETTINGS[name].test_sizes)
+        spent, cfg = sweep_spent(SETTINGS[name]), setting_config(SETTINGS[name])
+        cfg = cfg.with_overrides({"fit.law": type(cfg.fit)().law})
+        rng = np.random.default_rng(0)  # main's replay seed: the same draws as its rule of record
+        replays[name] = (pool, cfg, spent, [new_rule(pool, rng, cfg=cfg, sweep_spent=spent) for _ in range(args.draws)])
+    print("\n" + PRIOR_HEADER + "\n" + "\n".join(prior_rows(replays, args.draws, args.boot)))
+
+
 VARIANTS = {  # the same replay with one setting of [fit] changed
     "law = knee": {"forms": forms_of("knee")},
     "law = noise": {"forms": forms_of("noise")},
@@ -670,9 +785,16 @@ def main() -> None:
     parser.add_argument("--before", action="store_true", help="also the rule before issue 48 (fit.law = knee, the "
                         "default until then) on the same draws' seeds (docs/calibration.md, 'The yardstick')")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap replicates of the yardstick's CIs")
+    parser.add_argument("--seeds", action="store_true", help="instead: each rung's seed spread against the "
+                        "launches' (with and without EMA, F-test; docs/calibration.md, 'The B' = 512 seeds')")
+    parser.add_argument("--spread-prior", action="store_true", help="instead: the rule of record and the same draws "
+                        "with fit.spread_ratio learned leave-one-setting-out (docs/calibration.md, 'An opt-in "
+                        "spread prior')")
     args = parser.parse_args()
     names = [n for n in (args.setting or list(SETTINGS)) if (Path(args.pools) / f"{n}.jsonl").is_file()]
     print(pools_table([load_pool(Path(args.pools) / f"{n}.jsonl", SETTINGS[n].test_sizes) for n in names]) + "\n")
+    if args.seeds or args.spread_prior:  # issue 48 item 6: its tables alone (the rule of record's draws only)
+        return item6(args, names)
     print(HEADER)
     parts, floors, sticks = [], [], []
     for name in args.setting or list(SETTINGS):

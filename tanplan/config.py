@@ -229,6 +229,9 @@ class SweepConfig:
     space: dict = setting({}, "searched keys: choices or {low, high, log}")
 
 
+SPREAD_RATIO_MAX = 4.0  # fit.spread_ratio's largest: the calibration settings' ratios are 0.56-1.12 (1.77 at one rung)
+
+
 @dataclass(frozen=True)
 class FitConfig:
     """[fit]: the proxies of the batch law (tanplan.workflow.fit, tanplan.laws.batch_law; the ladder for "auto")."""
@@ -266,6 +269,18 @@ class FitConfig:
                        "default) averages knee and noise, weighted by how well each predicts the top rungs from "
                        "those below, their disagreement in the interval (tanplan.laws.batch_law, docs/ladder.md)",
                        choices=("knee", "noise", "flat", "log-linear", "auto"))
+    spread_ratio: float = setting(0.0, "opt-in prior on one launch's spread: 0 (the default) = off, the spread "
+                                  "read off the proxies' seeds as it is; r in (0, 4] = a launch scatters r × those "
+                                  "seeds, so the interval's launch part is r²·their variance. Learned leave-one-"
+                                  "setting-out on the four calibration settings r = 0.72-0.84; wrong where launches "
+                                  "scatter more than the seeds say (fine-tuning, nothing frozen: 1.12): "
+                                  "docs/calibration.md, \"An opt-in spread prior\"")
+
+    def __post_init__(self):
+        # 0 is off; above SPREAD_RATIO_MAX a "ratio" is a typo (82 meant as 0.82), not a prior
+        if not 0.0 <= self.spread_ratio <= SPREAD_RATIO_MAX:
+            raise UsageError(f"fit.spread_ratio = {self.spread_ratio!r} is not allowed: must be 0 (off) or a ratio "
+                             f"in (0, {SPREAD_RATIO_MAX:g}]")
 
 
 @dataclass(frozen=True)

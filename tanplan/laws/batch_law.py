@@ -506,6 +506,7 @@ class Prediction:
     dof: float = math.inf  # the interval's degrees of freedom (interval_dof): quantile = t(0.5 + level/2, dof)
     var_choice: float = 0.0  # in var_mean: the forms' disagreement around their weighted mean (law "auto")
     launch_spread: Spread | None = None  # the spread of one launch when not the chosen form's own
+    spread_ratio: float = 0.0  # fit.spread_ratio: var_launch is its square × the seeds' (0: off, the seeds' own)
 
     @property
     def law(self) -> Law:
@@ -587,12 +588,15 @@ def eval_set_variance(accuracy: float, proxy_test_size: int | None, launch_test_
 
 
 def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level: float = 0.95,
-            forms: Sequence[str] = ("knee",), test_sizes: tuple[int | None, int | None] = (None, None)) -> Prediction:
+            forms: Sequence[str] = ("knee",), test_sizes: tuple[int | None, int | None] = (None, None),
+            spread_ratio: float = 0.0) -> Prediction:
     """The law of record and its interval for one launch at target_batch_size (see the module docstring).
 
     rows: (B', accuracy) of every proxy run (two rungs or more, each with ≥ 2 seeds). forms: the candidate
     forms (one form forces it). test_sizes: (the proxies' test-set size, the launch's) when they are
-    evaluated on different test sets.
+    evaluated on different test sets. spread_ratio (`fit.spread_ratio`, opt-in): 0, the default, reads one
+    launch's spread off the seeds as they are; r > 0 takes a launch to scatter r times as much as those
+    seeds (its variance r²·v(B)), a prior from other settings' launches (scaled_launch_variance).
 
         >>> rows = [(b, acc + e) for b, acc in ((16, 0.75), (32, 0.8), (64, 0.85), (128, 0.85)) for e in (-0.01, 0, 0.01)]
         >>> p = predict(rows, 4096)
@@ -621,7 +625,7 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
     # plateau when it is a candidate. The noise form's own window reaches down the rise, whose seeds scatter by
     # where they sit on it, and its fit put one launch's spread at 0.3 points on the large pool (0.46).
     spread = next((c.spread for c in cands if c.law.form == "knee"), chosen.spread)
-    var_launch = spread.at(target_batch_size)
+    var_launch = scaled_launch_variance(spread.at(target_batch_size), spread_ratio)
     measured = bool(chosen.held.errors)
     dof = interval_dof(var_mean, var_launch + var_mis, spread, target_batch_size)
     quantile = float(stats.t.ppf(0.5 + level / 2, dof))
@@ -629,7 +633,23 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
                       var_launch=var_launch, var_misspecification=var_mis,
                       var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
                       candidates=tuple(cands), misspecification_measured=measured, dof=dof, var_choice=var_choice,
-                      launch_spread=spread)
+                      launch_spread=spread, spread_ratio=spread_ratio)
+
+
+def scaled_launch_variance(seeds_variance: float, spread_ratio: float = 0.0) -> float:
+    """One launch's variance from the seeds' variance where the law meets the target: as it is with
+    spread_ratio 0 (off, the default: the very same float), else spread_ratio²·it. The ratio is a prior
+    (launch std ÷ the spread the rule reads off its proxies, learned on other settings' launches): it
+    scales the launch's part of the interval and leaves its degrees of freedom, those of the seeds' variance,
+    alone. docs/calibration.md ("An opt-in spread prior") gives the leave-one-setting-out figures and the
+    fine-tuning setting where it fails (the launches there scatter more than the proxies, not less).
+
+        >>> scaled_launch_variance(4e-4), round(scaled_launch_variance(4e-4, 0.5), 12)
+        (0.0004, 0.0001)
+    """
+    if not (math.isfinite(spread_ratio) and spread_ratio >= 0):
+        raise ValueError(f"spread_ratio = {spread_ratio!r} is not allowed: must be 0 (off) or a ratio > 0")
+    return seeds_variance if spread_ratio == 0 else spread_ratio**2 * seeds_variance
 
 
 def _parts(c: LawCandidate, b: int) -> tuple[float, float, float]:
@@ -690,5 +710,5 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
 __all__ = ["FORMS", "AUTO_FORMS", "LACK_OF_FIT_ALPHA", "MIN_WINDOW", "SPREAD_ALPHA", "Rung", "rungs_of",
            "pooled_variance", "shrunk_variances", "Spread", "fit_spread", "features", "Law", "fit_form", "HeldOut",
            "held_out", "knee_average", "LawCandidate", "out_of_sample_score", "law_weights", "averaged",
-           "LAW_PRIOR", "NOISE_RUNGS", "OUT_OF_SAMPLE_RUNGS", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
+           "LAW_PRIOR", "NOISE_RUNGS", "OUT_OF_SAMPLE_RUNGS", "window_of", "candidate", "choose", "Prediction", "forms_of", "eval_set_variance", "interval_dof", "predict", "scaled_launch_variance", "rung_to_add", "UNMEASURED_MISSPECIFICATION_STD",
            "LOWER_BOUND_LEVEL", "verdict"]

@@ -117,7 +117,7 @@ def _train(proxies: Members, out: Path, vary: str, sizes, seeds: int, factors, p
     if sizes == "auto":
         return ladder_fit(proxies, out, log=log)
     result = fit_batch_law(proxies, sizes, seeds, out, level=section.level, law=law, log=log,
-                           max_half_width=section.max_half_width / 100)
+                           max_half_width=section.max_half_width / 100, spread_ratio=section.spread_ratio)
     write_fit_report(result, out)
     return result
 
@@ -134,31 +134,33 @@ def _report_spent(out: Path, tune, log) -> Spent:
 
 def fit_batch_law(cfg: Config | Members, batch_sizes, seeds: int, out: Path | None, *, level: float = 0.95,
                   law: str = "knee", train_fn: Callable | None = None, log=print, test_sizes=(None, None),
-                  max_half_width: float = 0.0) -> FitResult:
+                  max_half_width: float = 0.0, spread_ratio: float = 0.0) -> FitResult:
     """Train the proxies (cfg's members) at the batch sizes given, fit the batch law on them and predict one
     launch at the target B (tanplan.laws.batch_law; law "auto" chooses the form by held-out error).
-    max_half_width (accuracy, > 0): a wider interval is a refusal (the verdict)."""
+    max_half_width (accuracy, > 0): a wider interval is a refusal (the verdict); spread_ratio: fit.spread_ratio."""
     proxies = Members.of(cfg)
     check_batch_sizes(batch_sizes, proxies.base.train.batch_size)
     started = time.perf_counter()
     rows = train_points(proxies, batch_sizes, seeds, out, train_fn=train_fn, log=log)
     return fit_rows(rows, proxies.base.train.batch_size, out, level=level, law=law, started=started,
-                    test_sizes=test_sizes, max_half_width=max_half_width)
+                    test_sizes=test_sizes, max_half_width=max_half_width, spread_ratio=spread_ratio)
 
 
 def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
-             started: float | None = None, test_sizes=(None, None), max_half_width: float = 0.0) -> FitResult:
+             started: float | None = None, test_sizes=(None, None), max_half_width: float = 0.0,
+             spread_ratio: float = 0.0) -> FitResult:
     """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
     at target_b: what fit.json holds (batch_law.Prediction.record, the verdict, the runs).
 
     A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
     None (the law's value stays in law_at_target) and the verdict says the law does not hold; an interval
-    wider than max_half_width (> 0) is a refusal too, with what to change.
+    wider than max_half_width (> 0) is a refusal too, with what to change. spread_ratio: fit.spread_ratio
+    (batch_law.predict; 0, the default, off).
     """
     started = time.perf_counter() if started is None else started
     rows = tuple(rows)
     prediction = predict([(r.batch_size, r.test_accuracy) for r in rows], target_b, level=level, forms=forms_of(law),
-                         test_sizes=test_sizes)
+                         test_sizes=test_sizes, spread_ratio=spread_ratio)
     why_not = verdict(prediction, max_half_width)
     recorded = vars(prediction.record())
     if not 0.0 <= prediction.mean <= 1.0:
@@ -191,7 +193,7 @@ def ladder_fit(proxies: Config | Members, out: Path | None, *, train_fn: Callabl
         return FitResult(ladder=summary)
     rows = [p for p in found.points if p.source == "ladder"]
     result = fit_rows(rows, cfg.train.batch_size, out, level=cfg.fit.level, law=cfg.fit.law, test_sizes=test_sizes,
-                      max_half_width=cfg.fit.max_half_width / 100)
+                      max_half_width=cfg.fit.max_half_width / 100, spread_ratio=cfg.fit.spread_ratio)
     if out is not None:
         write_fit_report(result, out)
     return dataclasses.replace(result, ladder=summary)

@@ -324,29 +324,31 @@ class LadderOutcome:
 
 def climb(train: Callable[[int, int], Sequence[float]], budget: Budget, *, test_sizes=(None, None),
           level: float = 0.95, forms: Sequence[str] = ("knee",),
-          on_step: Callable[[LadderStep, list[Rung], Prediction | None], None] | None = None) -> LadderOutcome:
+          on_step: Callable[[LadderStep, list[Rung], Prediction | None], None] | None = None,
+          spread_ratio: float = 0.0) -> LadderOutcome:
     """Run the rule to its end: train(batch size, seeds) → their accuracies, until next_step says done.
 
     The pipeline passes the engine; experiments/calibration.py passes draws from a pool of measured runs.
+    spread_ratio: fit.spread_ratio (batch_law.predict; 0, the default, off).
     """
     rows: list[tuple[int, float]] = []
     steps: list[LadderStep] = []
-    prediction = _predict(rows, budget, test_sizes, level, forms)
+    prediction = _predict(rows, budget, test_sizes, level, forms, spread_ratio)
     while (step := next_step(rungs_of(rows), prediction, budget)) is not None:
         steps.append(step)
         rows += [(step.batch_size, float(a)) for a in train(step.batch_size, step.seeds)]
-        prediction = _predict(rows, budget, test_sizes, level, forms)
+        prediction = _predict(rows, budget, test_sizes, level, forms, spread_ratio)
         if on_step is not None:
             on_step(step, rungs_of(rows), prediction)
     return LadderOutcome(rungs=tuple(rungs_of(rows)), prediction=prediction, steps=tuple(steps), budget=budget)
 
 
-def _predict(rows, budget: Budget, test_sizes, level, forms) -> Prediction | None:
+def _predict(rows, budget: Budget, test_sizes, level, forms, spread_ratio: float = 0.0) -> Prediction | None:
     rungs = [r for r in rungs_of(rows) if r.n >= 2]
     if len(rungs) < min(MIN_WINDOW, len(budget.sizes)) or len(rungs) < 2:
         return None
     return predict([(r.batch_size, a) for r in rungs for a in r.accuracies], budget.target_batch_size, level=level,
-                   test_sizes=test_sizes, forms=forms)
+                   test_sizes=test_sizes, forms=forms, spread_ratio=spread_ratio)
 
 
 def check_ladder(cfg: Config, spent_before: float = 0.0, before: str = "") -> Budget:
@@ -420,7 +422,8 @@ def run_ladder(cfg: Config, out: Path | None, *, train_fn: Callable | None = Non
             log(f"  ladder: {_prediction_line(prediction)}")
 
     forms = forms_of(cfg.fit.law)
-    outcome = climb(train, budget, test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step)
+    outcome = climb(train, budget, test_sizes=test_sizes, level=cfg.fit.level, forms=forms, on_step=on_step,
+                    spread_ratio=cfg.fit.spread_ratio)
     result = ladder_result(outcome, cfg, rows, basis, time.perf_counter() - started, test_sizes)
     if out is not None:
         write_json_atomic(out / LADDER_FILE, result.to_dict())

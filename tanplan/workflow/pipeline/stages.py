@@ -102,7 +102,7 @@ def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes,
         points = fit_result.points or ()
     else:
         ladder = ladder_stage(cfg, out, progress, test_sizes, sweep_spent)
-        fit_result = ladder_fit_result(ladder, out, cfg.fit.max_half_width / 100)
+        fit_result = ladder_fit_result(ladder, out, cfg.fit.max_half_width / 100, cfg.fit.spread_ratio)
         points = _ladder_runs(ladder)
     return ladder, fit_result, [(p.batch_size, p.steps) for p in points]
 
@@ -123,15 +123,18 @@ def ladder_stage(cfg: Config, out: Path, progress: Progress, test_sizes, sweep_s
     return result
 
 
-def ladder_fit_result(ladder: LadderResult, out: Path, max_half_width: float = 0.0) -> FitResult:
-    """The fit result of the ladder's law: its rows, the prediction, the verdict (max_half_width: accuracy)."""
+def ladder_fit_result(ladder: LadderResult, out: Path, max_half_width: float = 0.0,
+                      spread_ratio: float = 0.0) -> FitResult:
+    """The fit result of the ladder's law: its rows, the prediction, the verdict (max_half_width: accuracy;
+    spread_ratio: fit.spread_ratio, as the ladder's own predictions used it)."""
     rows = _ladder_runs(ladder)
     if ladder.prediction is None:
         return FitResult(law_holds=False, verdict=ladder.reason, what_to_change=ladder.what_to_change,
                          points=tuple(rows))
     # the same rows, law setting, level and test sets as the ladder's last prediction: the same decision
     return fit_module.fit_rows(rows, ladder.target_batch_size, out / "fit", level=ladder.prediction.level,
-                               law=ladder.law_setting, test_sizes=ladder.test_sizes, max_half_width=max_half_width)
+                               law=ladder.law_setting, test_sizes=ladder.test_sizes, max_half_width=max_half_width,
+                               spread_ratio=spread_ratio)
 
 
 def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> FitResult:
@@ -139,7 +142,8 @@ def fit_stage(cfg: Config, out: Path, progress: Progress, test_sizes) -> FitResu
     f = cfg.fit
     progress.next(f"fit: B' in {list(f.batch_sizes)} × {f.seeds} seeds, with the chosen configuration")
     return fit_module.fit_batch_law(cfg, list(f.batch_sizes), f.seeds, out / "fit", level=f.level, law=f.law,
-                                    log=progress.log, test_sizes=test_sizes, max_half_width=f.max_half_width / 100)
+                                    log=progress.log, test_sizes=test_sizes, max_half_width=f.max_half_width / 100,
+                                    spread_ratio=f.spread_ratio)
 
 
 def launch_stage(best_cfg: Config, plan: Plan, out: Path, progress: Progress) -> LaunchResult:
