@@ -557,7 +557,8 @@ class Prediction:
                                    excess=chosen.held.excess),
             candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size,
             misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD,
-            dof=self.dof, lower_bound=self.lower_bound(), lower_bound_level=LOWER_BOUND_LEVEL)
+            dof=self.dof, lower_bound=self.lower_bound(), lower_bound_level=LOWER_BOUND_LEVEL,
+            spread_ratio=self.spread_ratio or None)
 
 
 def forms_of(law: str) -> tuple[str, ...]:

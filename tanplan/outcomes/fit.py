@@ -114,6 +114,8 @@ class PredictionRecord(Result):
     dof: float | None = optional()
     lower_bound: float | None = optional()
     lower_bound_level: float | None = optional(present_with="lower_bound")
+    # fit.spread_ratio when set (the launch part is its square × the seeds' variance); absent: off
+    spread_ratio: float | None = optional()
 
 
 # ---------------------------------------------------------------------------------------------------

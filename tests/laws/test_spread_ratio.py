@@ -79,3 +79,10 @@ def test_good_values_are_read_and_the_function_refuses_what_the_config_refuses()
     for bad in (-0.1, math.nan, math.inf):
         with pytest.raises(ValueError, match="spread_ratio"):
             predict(ROWS, TARGET, spread_ratio=bad)
+
+
+def test_fit_json_names_the_ratio_only_when_it_is_set():
+    """A reader of fit.json (the prediction's record) sees which prior set the launch part; off writes no key."""
+    off, on = predict(ROWS, TARGET).record(), predict(ROWS, TARGET, spread_ratio=0.82).record()
+    assert "spread_ratio" not in off.to_dict() and off.spread_ratio is None
+    assert on.to_dict()["spread_ratio"] == 0.82
