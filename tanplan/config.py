@@ -262,6 +262,9 @@ class FitConfig:
     max_half_width: float = setting(8.0, "an interval for one launch wider than this (accuracy points) is not "
                                     "launched on (exit 4, what to change) unless --launch-anyway", lo=0,
                                     lo_open=True)
+    packed: bool = setting(False, "train a rung's new seeds as one jitted program on one device, each run with its "
+                           "own secret, batches, ledger and folder (tanplan.engine.packed): a rung's device time "
+                           "follows its examples; false (the default) = one run after another, or one device each")
     factors: tuple = setting((0.25, 0.5, 1.0, 2.0, 4.0), "k of the privacy-parameter search (S·k², B/k)",
                              item=float, lo=0, lo_open=True)
     level: float = setting(0.95, "level of the interval for one launch", lo=0.5, hi=1, hi_open=True)

@@ -104,13 +104,19 @@ class StepBatches:
     def take(self, t: int, layout) -> tuple[np.ndarray, dict]:
         """(indices, batch) of step t: the batch {x, y, mask, index} as global arrays for `layout`; then starts
         reading step t+1's in the background."""
+        drawn = self.take_host(t, layout)
+        return drawn.indices, to_global(drawn, self.mesh)
+
+    def take_host(self, t: int, layout) -> Drawn:
+        """Step t's batch as this process's host arrays (`Drawn`, private: in memory only), placed for
+        `layout`; then starts reading step t+1's in the background (packed proxies stack them: tanplan.engine.packed)."""
         drawn = self._get(t, layout)
         if drawn.layout != layout:  # the loop grew the layout for this batch: place its rows again
             drawn = self._read(t, layout, drawn.indices)
         self._next = None
         if self._pool is not None and t + 1 < self.stop:
             self._next = (t + 1, self._pool.submit(self._read, t + 1, layout))
-        return drawn.indices, to_global(drawn, self.mesh)
+        return drawn
 
     def place(self, indices: np.ndarray, layout) -> dict:
         """Any other batch of training rows (the audit's shadow batch), read now and placed for `layout`

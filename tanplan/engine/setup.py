@@ -183,6 +183,7 @@ class Run:
     init: model_init.InitWeights | None = None  # [init]'s weights
     partition: dp_partition.Partition | None = None  # the trainable parameters (None: all): tanplan.dp.partition
     provenance: init_provenance.InitProvenance | None = None  # where [init]'s weights were trained
+    keyed: Callable | None = None  # `step` before jax.jit: packed proxies vmap it (tanplan.engine.packed)
 
     @property
     def route(self) -> str:
@@ -230,14 +231,14 @@ def build(job: RunJob, secret, prepared: Prepared | None = None, *, wrap: Callab
     if wrapped is not None:  # step arguments, never constants: a compilation cache on disk would keep them
         roots["wrapped"] = wrapped.step_inputs()
     task = tasks.from_config(job)
+    keyed = _keyed_step(inner, masked=mask is not None, inputs=batches.device_inputs(dataset.train))
     return Run(job, dataset, plan, p.model, p.logits_fn, p.augment, params, mech, optimizer,
-               jax.jit(_keyed_step(inner, masked=mask is not None, inputs=batches.device_inputs(dataset.train)),
-                       donate_argnums=0),
+               jax.jit(keyed, donate_argnums=0),
                evaluation.make_eval_fn(p.logits_fn, task), roots, p.test_key,
                sharding.data_mesh(devices), sharding.data_mesh(_local(devices)), mask, pruned, wrapped,
                label_classes=dataset.num_classes if task is tasks.DEFAULT else 0,
                route_note=route_line(job.model.name, route) if _said(job, route) else None,
-               init=p.init, partition=p.partition, provenance=p.provenance)
+               init=p.init, partition=p.partition, provenance=p.provenance, keyed=keyed)
 
 
 def public_inputs(run: Run) -> dict | None:

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from tanplan.config import Config, config_to_toml
+from tanplan.engine import packed
+from tanplan.job import job_of
 from tanplan.outcomes.fit import ProxyRun
 from tanplan.outcomes.run_summary import RunSummary
 from tanplan.workflow.members import Members
@@ -48,10 +50,40 @@ def train_runs(cfg: Config | Members, jobs: Sequence[tuple[int, int]], out: Path
         summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
         log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} "
             f"accuracy={summary.test_accuracy:.4f} ({summary.wall_seconds:.1f} s)")
-        return ProxyRun(batch_size=b, seed=seed, test_accuracy=float(summary.test_accuracy),
-                        sigma=float(summary.sigma), steps=int(summary.steps), wall_seconds=float(summary.wall_seconds))
+        return _row(b, seed, summary)
 
+    if members.base.fit.packed and train_fn is train_config:
+        return packed_runs(members, jobs, out, one, log=log, label=label)
     return each_on_one_device(jobs, one)
+
+
+def _row(b: int, seed: int, summary: RunSummary) -> ProxyRun:
+    return ProxyRun(batch_size=b, seed=seed, test_accuracy=float(summary.test_accuracy), sigma=float(summary.sigma),
+                    steps=int(summary.steps), wall_seconds=float(summary.wall_seconds))
+
+
+def packed_runs(members: Members, jobs: Sequence[tuple[int, int]], out: Path | None, one: Callable, *, log=print,
+                label: str = "fit") -> list[ProxyRun]:
+    """fit.packed: the runs of each batch size not finished yet, two or more, as one program on one device
+    (tanplan.engine.packed: each its own secret, batches, ledger and folder); the rest as `one` trains them.
+    One row per run, in the jobs' order."""
+    rows: dict[tuple[int, int], ProxyRun] = {}
+    for b in dict.fromkeys(b for b, _ in jobs):
+        seeds = [seed for size, seed in jobs if size == b]
+        cfgs = {seed: members.proxy(b, seed) for seed in seeds}
+        dirs = {seed: out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None for seed in seeds}
+        new = [seed for seed in seeds if finished_run(dirs[seed], cfgs[seed]) is None]
+        why = packed.packable([job_of(cfgs[seed]) for seed in new]) if len(new) > 1 else "one run"
+        if why is None:
+            summaries = packed.train_packed([job_of(cfgs[seed]) for seed in new], [dirs[seed] for seed in new])
+            for seed, summary in zip(new, summaries):
+                log(f"  {label}: B'={b} seed={seed} σ'={summary.sigma:.4g} accuracy={summary.test_accuracy:.4f} "
+                    f"(packed ×{len(new)}: {summary.wall_seconds:.1f} s)")
+                rows[b, seed] = _row(b, seed, summary)
+        elif len(new) > 1:
+            log(f"  {label}: B'={b}: not packed ({why})")
+        rows.update({(b, seed): one((b, seed)) for seed in seeds if (b, seed) not in rows})
+    return [rows[job] for job in jobs]
 
 
 def finished_run(workdir: Path | None, cfg: Config) -> RunSummary | None:
