@@ -124,7 +124,7 @@ def _open(stack: contextlib.ExitStack, job: RunJob, p: setup.Prepared, workdir, 
     if secret.reproducible and job.privacy.private:
         say(f"tanplan: warning: privacy.noise_seed = {job.privacy.noise_seed}: the noise and the batches are "
             "reproducible from the config; this run is NOT private (for tests only)")
-    run = setup.build(job, secret, p)
+    run = setup.build(job, secret, prepared=p)
     s = loop._resume_or_start(job, run, folder, "local", environment(run.mesh.devices.flat), say)
     s.state, s.roots = sharding.replicate_global(s.state, run.mesh), sharding.replicate_global(run.roots, run.mesh)
     s.bar = tqdm(disable=True)  # the pack has one bar (`_train`)

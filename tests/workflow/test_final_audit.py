@@ -226,7 +226,8 @@ def test_canary_kind_without_final_model_and_a_used_out_exit_2(tmp_path):
 
 def test_only_the_final_model_audit_trains_on_a_set_of_its_own():
     """The loop's `dataset` (a training set in place of the config's) is passed by the final-model audit alone
-    (and by the loop to its own preparation): no other command trains on anything but cfg.data."""
+    (and by the loop to its own preparation, and packed proxies to theirs, the jobs' one cfg.data loaded once): no
+    other command trains on anything but cfg.data."""
     import ast
 
     from helpers import ROOT
@@ -241,4 +242,6 @@ def test_only_the_final_model_audit_trains_on_a_set_of_its_own():
             if (name == "train_and_evaluate" or engine_prepare) and (
                     any(k.arg == "dataset" for k in node.keywords) or (engine_prepare and len(node.args) > 1)):
                 callers.add(str(path.relative_to(ROOT)))
-    assert callers == {"tanplan/engine/loop.py", "tanplan/workflow/final_audit.py"}
+    # packed proxies load their jobs' one [data] once and pass it to each job's preparation (engine.packed.packable
+    # refuses jobs that differ in more than experiment.seed): cfg.data, not a set of their own
+    assert callers == {"tanplan/engine/loop.py", "tanplan/workflow/final_audit.py", "tanplan/engine/packed.py"}
