@@ -44,7 +44,7 @@ def train_runs(cfg: Config | Members, jobs: Sequence[tuple[int, int]], out: Path
     def one(job) -> ProxyRun:
         b, seed = job
         run_cfg = members.proxy(b, seed)
-        workdir = out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
+        workdir = _proxy_folder(out, label, b, seed)
         # resume: a rerun into the same folder reuses a finished run as it is, and continues a stopped one
         # from its checkpoint: no new release, no step trained twice
         summary = finished_run(workdir, run_cfg) or train_fn(run_cfg, workdir, progress=False, resume=True)
@@ -55,6 +55,11 @@ def train_runs(cfg: Config | Members, jobs: Sequence[tuple[int, int]], out: Path
     if members.base.fit.packed and train_fn is train_config:
         return packed_runs(members, jobs, out, one, log=log, label=label)
     return each_on_one_device(jobs, one)
+
+
+def _proxy_folder(out: Path | None, label: str, b: int, seed: int) -> Path | None:
+    """Where the proxy run (B', seed) of a stage trains and, on a rerun, is found finished (None: no folder)."""
+    return out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None
 
 
 def _row(b: int, seed: int, summary: RunSummary) -> ProxyRun:
@@ -71,7 +76,7 @@ def packed_runs(members: Members, jobs: Sequence[tuple[int, int]], out: Path | N
     for b in dict.fromkeys(b for b, _ in jobs):
         seeds = [seed for size, seed in jobs if size == b]
         cfgs = {seed: members.proxy(b, seed) for seed in seeds}
-        dirs = {seed: out / "runs" / f"{label}_b{b}_s{seed}" if out is not None else None for seed in seeds}
+        dirs = {seed: _proxy_folder(out, label, b, seed) for seed in seeds}
         new = [seed for seed in seeds if finished_run(dirs[seed], cfgs[seed]) is None]
         why = packed.packable([job_of(cfgs[seed]) for seed in new]) if len(new) > 1 else "one run"
         if why is None:
