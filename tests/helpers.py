@@ -16,6 +16,13 @@ TINY = ["data.num_samples=2000", "train.batch_size=256", "train.steps=8", "model
         "train.physical_batch_size=256"]
 
 
+def tiny_overrides(path, *extra):
+    """A tiny private run on tests/engine/conftest.py's tiny_npz: an MLP, B = 32, S = 6, ε = 4."""
+    return ["data.dataset=npz", f'data.path="{path}"', "model.name=mlp", "model.width=8",
+            "model.depth=1", "train.batch_size=32", "train.steps=6", "train.eval_every=3",
+            "train.physical_batch_size=64", "train.learning_rate=1.0", "privacy.epsilon=4", *extra]
+
+
 # Runs that must be compared bit for bit share their noise: privacy.noise_seed (tests only, NOT private).
 SEEDED = TINY + ["privacy.noise_seed=7"]
 

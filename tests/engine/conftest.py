@@ -16,10 +16,3 @@ def tiny_npz(tmp_path_factory):
     path = tmp_path_factory.mktemp("data") / "tiny.npz"
     np.savez(path, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
     return path
-
-
-def tiny_overrides(path, *extra):
-    """A tiny private run on tiny_npz: an MLP, B = 32, S = 6, ε = 4."""
-    return ["data.dataset=npz", f'data.path="{path}"', "model.name=mlp", "model.width=8",
-            "model.depth=1", "train.batch_size=32", "train.steps=6", "train.eval_every=3",
-            "train.physical_batch_size=64", "train.learning_rate=1.0", "privacy.epsilon=4", *extra]

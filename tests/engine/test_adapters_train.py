@@ -8,7 +8,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan import cli
 from tanplan.engine.release import load_params, load_run

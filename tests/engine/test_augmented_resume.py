@@ -8,7 +8,7 @@ import signal
 
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan.config import load_config
 from tanplan.dp.secret import AUGMENT, NOISE, RunSecret

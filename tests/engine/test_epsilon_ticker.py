@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan.config import load_config
 from tanplan.engine import tracking

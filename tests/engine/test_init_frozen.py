@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan import cli
 from tanplan import data as datasets

@@ -9,7 +9,7 @@ import stat
 
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 from helpers import checkpoint_steps, saved_params
 
 from tanplan import cli

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 from test_secret_noise import SETTINGS, _attack, _noise_from_secret, _recovered_sum, _relative_error, _true_sum
 
 from tanplan.config import load_config

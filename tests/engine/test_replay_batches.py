@@ -16,7 +16,7 @@ import math
 import re
 
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan.config import load_config
 from tanplan.dp import sampling

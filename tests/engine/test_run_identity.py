@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 from helpers import checkpoint_steps
 
 from tanplan import cli

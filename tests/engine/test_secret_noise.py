@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 from jax.flatten_util import ravel_pytree
 
 from tanplan.config import load_config

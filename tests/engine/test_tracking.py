@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import tiny_overrides
+from helpers import tiny_overrides
 
 from tanplan.config import load_config
 from tanplan.engine import tracking
