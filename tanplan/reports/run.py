@@ -91,8 +91,8 @@ def _privacy(summary: RunResult) -> str:
     sizes = ""
     if tuning.tuning_data == "public" and tuning.sizes_differ:
         sizes = (f" The public set has {tuning.tuning_size} examples against N = {tuning.private_size}: the "
-                 "proxies keep the target's η_step (σ' = q'/(√2·η_step), q' = B'/N_pub), and the law is "
-                 "extrapolated across data sizes as well as batch sizes.")
+                 "proxies keep the target's σ/B (σ' = σ·B'/B: the noise on the mean gradient is the launch's), and "
+                 "the law is extrapolated across data sizes as well as batch sizes.")
     note = f" {summary.epsilon_total_note}." if summary.epsilon_total_note else ""
     return f"""## Privacy
 Proxies learned on {tuning.source} (tuning data: **{tuning.tuning_data}**).{sizes}

@@ -289,13 +289,15 @@ def test_a_public_set_smaller_than_the_batch_serves_the_proxies(tmp_path, capsys
     code, out, err = run_cli(capsys, *argv, *sum([["--set", s] for s in sets + ["fit.batch_sizes=[16, 256]"]], []))
     assert code == 2 and "fewer than B' = 256, the largest proxy batch planned" in err, err
     assert len(err.strip().splitlines()) == 1
-    # a proxy on it trains at the target's η_step, and its summary (the twin it states) reads back
+    # a proxy on it trains at the target's σ/B (the launch's noise on its mean gradient: tanplan.workflow.tuning),
+    # and its summary (the twin it states) reads back
     t = tuning.for_config(load_config(None, sets), proxy_batch=32)
     assert t.tuning_size == 200 < 512
     run = resolve_plan(load_config(None, sets), 2000).plan
     summary = tanplan.train(t.proxy_cfg.with_overrides({"train.proxy_batch_size": 32, "train.eval_every": 4}),
                             tmp_path / "proxy")
     assert summary.dataset_size == 200 and summary.batch_size == 32 and summary.target.batch_size == 512
-    assert summary.target.eta_step == pytest.approx(run.eta_step) == pytest.approx(
+    assert summary.sigma / 32 == pytest.approx(run.sigma / 512, rel=1e-9)
+    assert summary.target.eta_step == pytest.approx(
         resolve_plan(t.proxy_cfg.with_overrides({"train.proxy_batch_size": 32}), 200).plan.eta_step)
     assert tanplan.RunSummary.from_dict(json.loads((tmp_path / "proxy" / "summary.json").read_text())).target

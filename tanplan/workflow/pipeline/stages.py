@@ -67,8 +67,8 @@ def tuning_stage(tune: Tuning, planned: PlannedTotal | None, progress: Progress)
     bound on the total checked before training."""
     line = f"  proxies learn on {tune.source}"
     if tune.data == "public" and tune.sizes_differ:
-        line += (f"; N_pub = {tune.tuning_size} differs from N = {tune.private_size}: σ' keeps the target's η_step, "
-                 "and the law is extrapolated across data sizes too")
+        line += (f"; N_pub = {tune.tuning_size} differs from N = {tune.private_size}: σ' keeps the target's σ/B "
+                 "(the noise on the mean gradient), and the law is extrapolated across data sizes too")
     elif tune.data == "private":
         line += ": every proxy's release is composed into the total ε"
     progress.log(line)
