@@ -107,10 +107,13 @@ def finished(tiny_npz, tmp_path_factory):
 
 
 def _explained(out) -> set[float]:
-    """Numbers public information gives: the config's, N, B, S, the test set's size, the input's length, and
-    the PLD grid the plan chose (tanplan.privacy.accounting.pld_grid: a function of q, σ, S and δ)."""
+    """Numbers public information gives: the config's, N, B, S, the test set's size, the input's length, the
+    PLD grid the plan chose (tanplan.privacy.accounting.pld_grid: a function of q, σ, S and δ), and the model's
+    trainable and frozen parameter counts (its structure: 154 met a sampled count by chance)."""
     grid = json.loads((out / "ledger.json").read_text()).get("pld_interval")
-    return set(_numbers((out / "config.toml").read_text())) | {N, B, S, 80.0, 16.0} | ({grid} if grid else set())
+    summary = json.loads((out / "summary.json").read_text())
+    counts = {float(summary[k]) for k in ("trainable_parameters", "frozen_parameters")}
+    return set(_numbers((out / "config.toml").read_text())) | {N, B, S, 80.0, 16.0} | ({grid} if grid else set()) | counts
 
 
 def test_no_public_figure_is_a_function_of_the_sampled_batches(finished):
