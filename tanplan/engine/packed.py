@@ -46,7 +46,7 @@ from tanplan.engine.closing import close_run
 from tanplan.engine.hooks import NONE
 from tanplan.engine.run_folder import RunFolder
 from tanplan.engine.run_identity import run_identity
-from tanplan.engine.session import Session
+from tanplan.engine.session import Session, due
 from tanplan.errors import RunInterrupted, TrainingDiverged, UsageError
 from tanplan.job import RunJob
 from tanplan.outcomes.run_summary import RunSummary
@@ -228,9 +228,7 @@ def _after_step(sessions: list[Session], states, metrics, pending, done: int, si
     for s in sessions:
         if s.diverged_at is None:
             s.ran = done
-    is_eval = done % job.train.eval_every == 0 or done == steps
-    every = job.train.checkpoint_every
-    is_ckpt = bool(every and done % every == 0) or done == steps
+    is_eval, is_ckpt = due(job.train, done, steps)
     if pending is not None:
         _settle(sessions, *pending, states)
     pending = (metrics, done)

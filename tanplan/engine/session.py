@@ -68,14 +68,11 @@ class Session:
     def after_step(self, metrics: dict, done: int, signalled: Callable[[], bool]) -> None:
         """Settle the previous step's metrics (NonFinite if its parameters are not), start the throughput
         clock, evaluate and checkpoint when due (or when a signal came, even during the evaluation), move the bar."""
-        t_cfg, steps = self.job.train, self.run.plan.steps
         self.ran = done
         if self.pending is not None:
             self.last = settle(*self.pending)
         self.pending = (metrics, done)
-        is_eval = done % t_cfg.eval_every == 0 or done == steps
-        every = t_cfg.checkpoint_every
-        is_ckpt = (every and done % every == 0) or done == steps
+        is_eval, is_ckpt = due(self.job.train, done, self.run.plan.steps)
         if self.clock is None or is_eval or is_ckpt or signalled():
             self.last, self.pending = settle(*self.pending), None  # compile time, evaluations, checkpoints: wait
         if self.clock is None:
@@ -155,6 +152,13 @@ class Session:
     def local(self, tree):
         """This process's copy of replicated parameters, on its own devices."""
         return sharding.replicate(jax.tree.map(host_array, tree), self.run.local_mesh)
+
+
+def due(train, done: int, steps: int) -> tuple[bool, bool]:
+    """(evaluate, checkpoint) after `done` of `steps` steps: every train.eval_every and train.checkpoint_every
+    (0: never) steps, and both at the last step."""
+    every = train.checkpoint_every
+    return done % train.eval_every == 0 or done == steps, bool(every and done % every == 0) or done == steps
 
 
 def settle(metrics, step: int) -> dict:
