@@ -27,6 +27,7 @@ _EXPORTS = {
     "plan": "tanplan.api", "proxy": "tanplan.api", "frontier": "tanplan.api",
     # one run, and the stages
     "train": "tanplan.api", "pretrain": "tanplan.api", "load_run": "tanplan.api", "launch": "tanplan.api", "sweep": "tanplan.api", "fit": "tanplan.api", "run": "tanplan.api",
+    "compare_routes": "tanplan.api",
     "optimize": "tanplan.api", "audit": "tanplan.api", "final_audit": "tanplan.api",
     # configs and plans
     "Config": "tanplan.config", "load_config": "tanplan.config", "as_config": "tanplan.api",
@@ -37,6 +38,7 @@ _EXPORTS = {
     "LaunchResult": "tanplan.outcomes.launch", "OptimizeResult": "tanplan.outcomes.optimize",
     "RunSummary": "tanplan.outcomes.run_summary", "SweepResult": "tanplan.outcomes.sweep",
     "FitResult": "tanplan.outcomes.fit", "RunResult": "tanplan.outcomes.pipeline",
+    "RoutesResult": "tanplan.outcomes.routes",
     "AuditResult": "tanplan.outcomes.audit", "FinalAuditResult": "tanplan.outcomes.final_audit",
     # data: sources larger than memory, plug-ins
     "DataSource": "tanplan.data.source", "ArraySource": "tanplan.data.source", "Sources": "tanplan.data.source",

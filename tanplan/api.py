@@ -12,9 +12,8 @@ line naming the value), and returns a frozen dataclass whose to_dict() is the JS
 --json. Nothing here prints: progress goes to stderr only when `progress=True`, stage logs to `log`.
 Importing this module imports no JAX: planning stays a base install.
 
-This module is a facade: each function checks its arguments' types (tanplan.arguments), makes the Config
-(as_config) and forwards to its stage's entry in tanplan.workflow, which does the checks, the work and the
-writes (docs/design.md, "Where each stage lives").
+A facade: each function checks its arguments' types (tanplan.arguments), makes the Config (as_config) and
+calls its stage's entry in tanplan.workflow (docs/design.md, "Where each stage lives").
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from tanplan.outcomes.fit import FitResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.optimize import OptimizeResult
 from tanplan.outcomes.pipeline import RunResult
+from tanplan.outcomes.routes import RoutesResult
 from tanplan.outcomes.planning import FrontierResult, PlanResult, Proxy
 from tanplan.outcomes.sweep import SweepResult
 from tanplan.privacy.init_provenance import released_folder
@@ -41,7 +41,7 @@ ConfigLike = Config | str | os.PathLike | None
 Overrides = Mapping[str, Any] | Iterable[str] | None
 
 __all__ = ["PROXY_CAVEAT", "as_config", "plan", "proxy", "frontier", "train", "pretrain", "launch", "sweep", "fit",
-           "run", "optimize", "audit", "final_audit"]
+           "run", "compare_routes", "optimize", "audit", "final_audit"]
 
 
 @typed
@@ -66,14 +66,11 @@ def plan(dataset_size: int, batch_size: int, steps: int | None = None, *, epochs
          sigma: float | None = None, epsilon: float | None = None, delta: float | None = None,
          accountant: str = "pld", neighbouring: str = "add_remove", dataset_sizes: Iterable[int] = (),
          out: str | os.PathLike | None = None, warn: Callable[[str], None] | None = None) -> PlanResult:
-    """σ (given, or calibrated to `epsilon` with the accountant of record: "pld" (default, the tightest),
-    "rdp", or "both" = pld), η, Σ, ε_TAN and the exact ε of a DP-SGD plan under both accountants (and
-    under replace-one with PLD), its regime and what to change. neighbouring: the relation σ is
-    calibrated to ("add_remove", or "replace_one": PLD only). delta None: N^-1.1. steps, or epochs (exactly
-    one): S = ceil(epochs·N/B), rounded up (tanplan.privacy.plan.steps_of); the result keeps the epochs asked.
-
-    dataset_sizes: the same (B, σ, S) at other N, δ = N^-1.1 (TAN Table 5). out: write report.md, CSV tables
-    and figures there. warn(line): a δ ≥ 1/N (default: warnings.warn), said after every check."""
+    """σ (given, or calibrated to `epsilon` with the accountant of record: "pld" (default), "rdp", or "both" =
+    pld), η, Σ, ε_TAN and the exact ε of a DP-SGD plan (both accountants; replace-one with PLD), its regime and
+    what to change. neighbouring: "add_remove" or "replace_one" (PLD only). delta None: N^-1.1. steps, or
+    epochs: S = ceil(epochs·N/B). dataset_sizes: the same (B, σ, S) at other N (TAN Table 5). out: report.md,
+    CSV tables and figures. warn(line): a δ ≥ 1/N (default: warnings.warn), said after every check."""
     return plan_entry(dataset_size, batch_size, steps, epochs=epochs, sigma=sigma, epsilon=epsilon, delta=delta,
                       accountant=accountant, neighbouring=neighbouring, dataset_sizes=dataset_sizes, out=out,
                       warn=warn)
@@ -109,9 +106,8 @@ def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, d
 @typed
 def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           resume: bool = False, progress: bool = False, writers: Iterable = ()):
-    """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0) through THE loop; returns
-    its RunSummary (summary.json; docs/summary.md). out None: nothing is written (no checkpoint, no resume).
-    writers: tracking writers (write(step, scalars, wall_time), close()) besides [tracking]'s."""
+    """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0); its RunSummary (summary.json).
+    out None: nothing written. writers: tracking writers (write(step, scalars, wall_time), close())."""
     from tanplan.workflow.train import train_entry  # lazy: JAX; `import tanplan` and the planner stay JAX-free
 
     return train_entry(as_config(config, overrides), out, resume=resume, progress=progress, writers=writers)
@@ -120,8 +116,8 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
 @typed
 def pretrain(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
              progress: bool = False):
-    """The config's model trained without privacy on its PUBLIC data (its public tuning set, checked to share
-    no example with the private set) into a run folder that [init] path reads; returns its RunSummary."""
+    """The model trained without privacy on the PUBLIC tuning set (checked to share no example with the private
+    set) into a run folder that [init] path reads; its RunSummary."""
     from tanplan.workflow.pretrain import pretrain_entry  # lazy: JAX; `import tanplan` stays JAX-free
 
     return pretrain_entry(as_config(config, overrides), out, progress=progress)
@@ -142,9 +138,8 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
            best: str | os.PathLike | None = None, resume: bool = False, backend: str = "local",
            num_workers: int = 1, gpus_per_worker: int = 0, address: str | None = None,
            allow_public_noise: bool = False, progress: bool = False) -> LaunchResult:
-    """The full-scale run, exactly accounted: BudgetExceeded (exit 3) before any step when its ε is over
-    privacy.epsilon. best: a sweep's best.json whose configuration is launched. backend "local" (every
-    local device) or "ray" (num_workers processes through Ray Train)."""
+    """The full-scale run, exactly accounted (BudgetExceeded before any step over privacy.epsilon). best: a
+    sweep's best.json to launch. backend "local" (every local device) or "ray" (num_workers, Ray Train)."""
     from tanplan.workflow.launch import launch_entry  # lazy: JAX; importing the API imports none
 
     return launch_entry(as_config(config, overrides), out, best=best, resume=resume, backend=backend,
@@ -158,10 +153,9 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
           seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
           address: str | None = None, resume: bool = False, log: Callable[[str], None] = lambda line: None
           ) -> SweepResult:
-    """The hyper-parameter search on the constant-η_step proxy (B', σ·B'/B, S) with Ray Tune and Optuna;
-    writes out/best.json (the SweepResult's to_dict()), sweep.csv, sweep.md and privacy_spent.json. The
-    trials train on the [tuning] data (public by default). Arguments left None take the [sweep] section's
-    values. Raises KeyboardInterrupt when interrupted (finished trials are kept: resume=True continues)."""
+    """The hyper-parameter search on the constant-η_step proxy (B', σ·B'/B, S) with Ray Tune and Optuna, on the
+    [tuning] data; writes out/best.json (the SweepResult), sweep.csv, sweep.md, privacy_spent.json. None: the
+    [sweep] section's. KeyboardInterrupt when interrupted (finished trials kept: resume=True continues)."""
     from tanplan.workflow.sweep.stage import sweep_entry  # lazy: JAX, Ray
 
     return sweep_entry(as_config(config, overrides), out, proxy_batch_size=proxy_batch_size, trials=trials,
@@ -175,12 +169,10 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         seeds: int | None = None, vary: str = "batch", factors: Iterable[float] | None = None,
         proxy_batch_size: int | None = None, law: str | None = None, log: Callable = lambda *a, **k: None
         ) -> FitResult:
-    """vary="batch": train the proxies at batch_sizes, two seeds or more each (or "auto": the proxy ladder
-    chooses rungs and seeds within its budget), fit the batch law (law: knee, noise, flat, log-linear or
-    auto) and predict one launch at the target with its interval; vary="steps": the privacy-parameter
-    search at constant η (S·k², B/k for k in factors); vary="data": the dataset-size study at fixed (B, σ,
-    S). Every proxy trains on the [tuning] data; writes the fit's files and privacy_spent.json into out.
-    best: a sweep's best.json whose configuration is trained. None takes the [fit] section's value."""
+    """vary="batch": proxies at batch_sizes, two seeds or more each ("auto": the ladder chooses), the batch law
+    (knee, noise, flat, log-linear or auto) and one launch predicted with its interval; "steps": the privacy-
+    parameter search at constant η (S·k², B/k); "data": the dataset-size study. Proxies train on the [tuning]
+    data. best: a sweep's best.json to train. None takes the [fit] section's value."""
     from tanplan.workflow.fit import fit_entry  # lazy: JAX (the engine); this module is the planner's API
 
     return fit_entry(as_config(config, overrides), out, best=best, batch_sizes=batch_sizes, seeds=seeds, vary=vary,
@@ -192,13 +184,10 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
         proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
         address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
         baseline_public: str | None = None, log: Callable = lambda *a, **k: None, resume: bool = False) -> RunResult:
-    """The whole workflow: plan → sweep → proxy ladder (the batch law) → launch, with one report
-    (out/report.md) comparing the prediction with the launch. Not launched (RunResult.launched False,
-    .reason, .what_to_change; the command exits 4) when the ladder cannot fit the law within its budget or the
-    law does not hold, unless launch_anyway. tune_data: "public" | "private" ([tuning] data). Every stage's
-    input is checked before any data is read, and the total ε the run will release on the private set before
-    any training (BudgetExceeded above privacy.total_epsilon). resume: continue the run in out (same config
-    and options); finished runs are kept."""
+    """plan → sweep → proxy ladder (the batch law) → launch, one report (out/report.md) comparing prediction and
+    launch; not launched (.launched False, .reason, .what_to_change; exit 4) when the law cannot be fitted or
+    does not hold, unless launch_anyway. tune_data: "public" | "private". Inputs are checked before any data
+    is read, the total ε before any training (BudgetExceeded). resume: continue the run in out."""
     from tanplan.workflow.pipeline.run import run_entry  # lazy: JAX; importing the API imports none
 
     return run_entry(as_config(config, overrides), out, tune_data=tune_data, trials=trials, address=address,
@@ -208,13 +197,25 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
 
 
 @typed
+def compare_routes(config: ConfigLike, out: str | os.PathLike, routes: Iterable[str] | str, *,
+                   overrides: Overrides = None, launch_best: bool = False, trials: int | None = None,
+                   proxy_batch_size: int | None = None, tune_data: str | None = None, address: str | None = None,
+                   log: Callable = lambda *a, **k: None, resume: bool = False) -> RoutesResult:
+    """`run --routes`: the routes (scratch, finetune, adapters, heads) predicted on public data and compared
+    (out/routes.md, .json, .png); launch_best: the recommended one launched into out/launch, and only it."""
+    from tanplan.workflow.pipeline.routes import routes_entry  # lazy: JAX
+
+    return routes_entry(as_config(config, overrides), out, routes, launch_best=launch_best, tune_data=tune_data,
+                        trials=trials, proxy_batch_size=proxy_batch_size, address=address, log=log, resume=resume)
+
+
+@typed
 def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Overrides = None,
              best: str | os.PathLike | None = None, compute: int | None = None, device_hours: float | None = None,
              samples_per_second: float | None = None, launch: bool = False, log: Callable = lambda *a, **k: None,
              progress: bool = False, source: str = "") -> OptimizeResult:
-    """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by
-    constant-η_step proxies; launch=True then trains the recommendation. source: the command line that
-    made the config, for the launch commands the report writes."""
+    """The best (B, S, σ) for the config's ε and a compute budget (default: its B·S), simulated by proxies;
+    launch=True trains it. source: the command line that made the config (the report's launch commands)."""
     from tanplan.workflow.optimize import optimize_entry  # lazy: the training stage (engine, launch)
 
     return optimize_entry(as_config(config, overrides), out, best=best, compute=compute, device_hours=device_hours,
@@ -227,9 +228,8 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
           progress: bool = False, log: Callable[[str], None] = lambda line: None,
           canary_kind: str = "gradient") -> AuditResult:
-    """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with canaries (gradient
-    ones, or input-space ones with canary_kind "input"), its ε bounded from below; an AuditResult
-    (tanplan.outcomes.audit). The caller decides what a violation means (the command exits 5)."""
+    """The privacy audit of the config's run (its proxy at proxy_batch_size): trained with gradient canaries (or
+    input-space ones, canary_kind "input"), its ε bounded from below. The caller judges a violation (exit 5)."""
     from tanplan.workflow.audit import audit_entry  # lazy: JAX; the planner's API imports this module
 
     return audit_entry(as_config(config, overrides), out, canaries=canaries, proxy_batch_size=proxy_batch_size,
@@ -241,9 +241,8 @@ def final_audit(config: ConfigLike = None, out: str | os.PathLike | None = None,
                 canaries: int | None = None, kind: str | None = None, proxy_batch_size: int | None = None,
                 confidence: float | None = None, progress: bool = False,
                 log: Callable[[str], None] = lambda line: None) -> FinalAuditResult:
-    """The final-model (black-box) audit of the config's run (its proxy at proxy_batch_size): trained with input
-    canaries, scored on its released model only, its ε bounded from below; a FinalAuditResult with its threat
-    model (tanplan.outcomes.final_audit). The caller decides what a violation means (the command exits 5)."""
+    """The final-model (black-box) audit: input canaries trained in, scored on the released model only, its ε
+    bounded from below, with its threat model. The caller judges a violation (exit 5)."""
     from tanplan.workflow.final_audit import final_audit_entry  # lazy: JAX; the planner's API imports this module
 
     return final_audit_entry(as_config(config, overrides), out, canaries=canaries, kind=kind,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tanplan import api
 from tanplan.commands._args import positive_int, print_json
-from tanplan.errors import NotLaunched
+from tanplan.errors import NotLaunched, UsageError
 from tanplan.reports.fit import prediction_text
 
 HELP = ("chain plan, sweep, proxy ladder (the batch law and its interval for one launch) and the full-scale launch "
@@ -37,10 +37,21 @@ def configure(parser) -> None:
                         "private one); train nothing")
     parser.add_argument("--no-probe", action="store_true", help="with --dry-run: no timed probe of the model's step "
                         "(wall times only from runs already in --out or a probe in the cache)")
+    parser.add_argument("--routes", metavar="R1,R2", help="compare routes by prediction before any launches: "
+                        "scratch, finetune ([init] as written), adapters, heads (a DP-LS head on the [init] model's "
+                        "features), each predicted at the config's ε, B and S into DIR/routes/<route>; writes "
+                        "DIR/routes.md, routes.json and routes.png")
+    parser.add_argument("--launch-best-route", action="store_true", help="with --routes: launch the recommended "
+                        "route (the highest predicted mean whose law holds), and only it, into DIR/launch")
     parser.add_argument("--json", action="store_true")
 
 
 def execute(args) -> int:
+    if args.launch_best_route and not args.routes:
+        raise UsageError("--launch-best-route is not allowed without --routes: it launches the best of the routes "
+                         "named there (e.g. --routes scratch,finetune,adapters,heads)")
+    if args.routes is not None:
+        return _routes(args)
     if args.dry_run:
         return _dry_run(args)
     result = api.run(args.config, args.out, overrides=args.set, trials=args.trials, tune_data=args.tune_data,
@@ -75,4 +86,45 @@ def _dry_run(args) -> int:
     else:
         print("\n".join(costs.compute_lines(planned)))
         print(f"dry run: nothing trained; the proxies at most {planned.proxy_fraction:.3g} of the target's compute")
+    return 0
+
+
+_NOT_WITH_ROUTES = (("launch_anyway", "--launch-anyway"), ("baselines", "--baselines"),
+                    ("baseline_features", "--baseline-features"), ("baseline_public", "--baseline-public"))
+
+
+def _routes(args) -> int:
+    """`run --routes`: every route's prediction compared (RoutesResult), the best launched with
+    --launch-best-route; with --dry-run, each route's planned compute."""
+    for name, flag in _NOT_WITH_ROUTES:
+        if getattr(args, name):
+            raise UsageError(f"{flag} is not allowed with --routes: a route whose law does not hold is not "
+                             "recommended, and the routes are compared by their own predictions")
+    if args.dry_run:
+        from tanplan.workflow.pipeline.routes import dry_run_routes  # lazy: JAX; the cli imports every command
+        from tanplan.workflow.pipeline.run import with_tune_data  # lazy: JAX
+
+        cfg = with_tune_data(api.as_config(args.config, args.set), args.tune_data)
+        planned, lines = dry_run_routes(cfg, args.routes, args.out, proxy_batch_size=args.proxy_batch_size,
+                                        trials=args.trials, address=args.address, measure=not args.no_probe)
+        if args.json:
+            print_json({r: p if isinstance(p, dict) else p.to_dict() for r, p in planned.items()})
+        else:
+            print("\n".join(lines))
+            print("dry run: nothing trained")
+        return 0
+    result = api.compare_routes(args.config, args.out, args.routes, overrides=args.set, trials=args.trials,
+                                tune_data=args.tune_data, address=args.address, proxy_batch_size=args.proxy_batch_size,
+                                launch_best=args.launch_best_route, resume=args.resume,
+                                log=(lambda *a: None) if args.json else print)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        for r in result.routes:
+            low, high = r.prediction_interval or (float("nan"), float("nan"))
+            shown = f"{r.predicted_accuracy:.4f} [{low:.4f}, {high:.4f}]" if r.predicted_accuracy is not None else "—"
+            print(f"{r.route}: {shown}, {r.standing}")
+        launched = (f"; launched {result.launched}: actual {result.actual_accuracy:.4f}, ε of record "
+                    f"{result.epsilon:.4g}" if result.launched else "")
+        print(f"recommended: {result.recommendation}{launched}; report {args.out}/routes.md")
     return 0

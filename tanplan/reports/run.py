@@ -13,25 +13,27 @@ from tanplan.reports.ladder import ladder_markdown
 
 
 def run_report(name: str, plan, fit_result: FitResult | None, summary: RunResult, out: Path,
-               ladder: LadderResult | None = None) -> str:
-    """report.md of `tanplan run`: the plan, the sweep, the ladder, the law and the launch (or why not)."""
-    sections = [f"# tanplan run: {name}", _plan(plan, summary)]
+               ladder: LadderResult | None = None, proxies: str = "") -> str:
+    """report.md of `tanplan run`: the plan, the sweep, the ladder, the law and the launch (or why not).
+    proxies: the folder of plan/, sweep/, ladder/ and fit/ relative to out, "" (out itself) or "x/y/"."""
+    sections = [f"# tanplan run: {name}", _plan(plan, summary, proxies)]
     if not summary.launched:
         sections.append(_not_launched(summary))
-    sweep = _sweep(out)
+    sweep = _sweep(out / proxies, proxies)
     if sweep:
         sections.append(f"## Sweep on the proxy\n{sweep}{_choice(summary.sweep_choice)}")
     if ladder is not None:
-        sections.append(f"## Proxy ladder: the chosen configuration's proxies\n![ladder](ladder/ladder.png)\n\n"
-                        f"{ladder_markdown(ladder)}\n\nDetails: [ladder/ladder.md](ladder/ladder.md).")
+        at = f"{proxies}ladder/"
+        sections.append(f"## Proxy ladder: the chosen configuration's proxies\n![ladder]({at}ladder.png)\n\n"
+                        f"{ladder_markdown(ladder)}\n\nDetails: [{at}ladder.md]({at}ladder.md).")
     if fit_result is not None and fit_result.law is not None:
-        sections.append(_law_and_launch(fit_result, summary))
+        sections.append(_law_and_launch(fit_result, summary, proxies))
     sections.append(_privacy(summary))
     sections.append(_compute(plan, summary))
     return "\n\n".join(sections) + "\n"
 
 
-def _plan(plan, summary: RunResult) -> str:
+def _plan(plan, summary: RunResult, proxies: str = "") -> str:
     eps_rdp = summary.epsilon_rdp if summary.epsilon_rdp is not None else plan.epsilon("rdp")
     eps_pld = summary.epsilon_pld if summary.epsilon_pld is not None else plan.epsilon("pld")
     return f"""## Plan
@@ -39,20 +41,20 @@ def _plan(plan, summary: RunResult) -> str:
 |---|---|---|---|---|---|---|---|---|---|
 | {plan.dataset_size} | {plan.batch_size} | {plan.steps} | {plan.sigma:.4g} | {plan.delta:.3g} | {plan.eta:.4g} | {plan.eps_tan:.4g} | {eps_rdp:.4g} | {eps_pld:.4g} | {plan.regime.value} |
 
-{tan.REGIME_TEXT[plan.regime]}. Full planner report: [plan/report.md](plan/report.md)."""
+{tan.REGIME_TEXT[plan.regime]}. Full planner report: [{proxies}plan/report.md]({proxies}plan/report.md)."""
 
 
 def _not_launched(summary: RunResult) -> str:
+    anyway = "" if summary.law_holds else " `tanplan run --launch-anyway` launches regardless."  # else: predict only
     return (f"## Not launched\nThe full-scale run was not launched (stopped at the {summary.stopped_at} stage): "
-            f"{summary.reason}.\n\n**What to change**: {summary.what_to_change}. "
-            f"`tanplan run --launch-anyway` launches regardless.")
+            f"{summary.reason}.\n\n**What to change**: {summary.what_to_change}.{anyway}")
 
 
-def _sweep(out: Path) -> str:
+def _sweep(out: Path, proxies: str = "") -> str:
     path = out / "sweep" / "sweep.md"
     sweep_md = path.read_text() if path.is_file() else ""
     # Embedded one level up: drop its own title, point its figures into sweep/.
-    return re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", "](sweep/sweep_").strip()
+    return re.sub(r"^#+ .*\n", "", sweep_md.lstrip()).replace("](sweep_", f"]({proxies}sweep/sweep_").strip()
 
 
 def _choice(choice: SweepChoice | None) -> str:
@@ -64,8 +66,8 @@ def _choice(choice: SweepChoice | None) -> str:
             f"{choice.reruns} re-run seeds (search trial: {choice.search_accuracy:.4f}).")
 
 
-def _law_and_launch(fit_result: FitResult, summary: RunResult) -> str:
-    figure = "scaling_law.png" if summary.launched else "fit/scaling_law.png"
+def _law_and_launch(fit_result: FitResult, summary: RunResult, proxies: str = "") -> str:
+    figure = "scaling_law.png" if summary.launched else f"{proxies}fit/scaling_law.png"
     text = f"## Batch law{' and the full-scale run' if summary.launched else ''}\n![batch law]({figure})\n\n" \
            f"{fit_markdown(fit_result)}"
     if not summary.launched:

@@ -12,7 +12,8 @@ Modules, one job each: `run` (the driver, run_pipeline), `checks` (every input c
 bounded and the run's record, before any stage), `stages` (each stage and its progress line),
 `interrupts` (SIGTERM/SIGINT while the stages run), `summary` (summary.json, the RunResult),
 `baselines` (the cheaper private methods at the launch's ε), `costs` and `throughput` (`--dry-run`: each
-stage's compute and wall time).
+stage's compute and wall time), `routes` (`run --routes`: scratch, fine-tuning, adapters and a private head
+compared by their predictions, the best launched with --launch-best-route).
 """
 
 from tanplan.workflow.pipeline.checks import RUN_FILE, run_record

@@ -23,10 +23,10 @@ from tanplan.workflow.tuning import Tuning
 
 
 class Progress:
-    """Numbered progress lines: [2/5] ladder: ..."""
+    """Numbered progress lines: [2/5] ladder: ... (launch False: the stages up to the law alone)."""
 
-    def __init__(self, baselines: bool, log):
-        self.total = 4 + int(baselines)
+    def __init__(self, baselines: bool, log, launch: bool = True):
+        self.total = 3 + int(launch) + int(baselines and launch)
         self.done = 0
         self.log = log
 

@@ -86,12 +86,12 @@ def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | 
 
 
 def write_run(result: RunResult, name: str, plan: Plan, fit_result: FitResult | None, out: Path,
-              ladder: LadderResult | None,
-              extra_markdown: str = "") -> RunResult:
-    """summary.json and report.md of the run; the result."""
+              ladder: LadderResult | None, extra_markdown: str = "", proxies: str = "") -> RunResult:
+    """summary.json and report.md of the run; the result. proxies: where the plan, sweep, ladder and fit
+    folders are, relative to out ("routes/finetune/"; "": in out)."""
     write_json_atomic(out / "summary.json", result.to_dict())
-    write_text_atomic(out / "report.md", run_report(name, plan, fit_result, result, out, ladder) + extra_markdown
-                      + released_model(out, result.launched))
+    write_text_atomic(out / "report.md", run_report(name, plan, fit_result, result, out, ladder, proxies)
+                      + extra_markdown + released_model(out, result.launched))
     return result
 
 
