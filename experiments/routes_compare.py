@@ -127,17 +127,27 @@ def report(eps: float, compared, launched: dict, compare_seconds: float, launche
     return "\n".join(lines), record
 
 
+def _sets(pairs: list[str]) -> dict:
+    """--set KEY=VALUE pairs, each value read as TOML (a number, a bool, a quoted string, a list)."""
+    import tomllib
+
+    return {key: tomllib.loads(f"v = {value}")["v"] for key, _, value in (p.partition("=") for p in pairs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0])
     parser.add_argument("--launches", type=int, default=3)
     parser.add_argument("--out", default="reports/routes")
     parser.add_argument("--quick", action="store_true", help="a smoke run: tiny stages, one ε, two launches")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for every route and launch (e.g. sweep.trials=8)")
     args = parser.parse_args()
     out = Path(args.out)
     epsilons, launches = (args.epsilons[:1], min(args.launches, 2)) if args.quick else (args.epsilons, args.launches)
     pre = pretrained(out, args.quick)
-    base = {"init.path": str(pre), "init.frozen": FROZEN, **(QUICK if args.quick else {})}
+    base = {"init.path": str(pre), "init.frozen": FROZEN, **(QUICK if args.quick else {}),
+            **_sets(args.set)}
     sections, records = [], []
     for eps in epsilons:
         folder = out / f"eps{eps:g}"
