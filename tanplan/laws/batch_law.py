@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from tanplan.laws.data_size import DataSizeTerm
 from tanplan.outcomes.fit import (ComparedForm, FittedLaw, HeldOutErrors, IntervalParts, LaunchSpread,
                                   PredictionRecord)
 
@@ -507,6 +508,13 @@ class Prediction:
     var_choice: float = 0.0  # in var_mean: the forms' disagreement around their weighted mean (law "auto")
     launch_spread: Spread | None = None  # the spread of one launch when not the chosen form's own
     spread_ratio: float = 0.0  # fit.spread_ratio: var_launch is its square × the seeds' (0: off, the seeds' own)
+    data_size: DataSizeTerm | None = None  # proxies on fewer examples than N: its shift is in `mean`
+    var_data_size: float = 0.0  # its variance (tanplan.laws.data_size), in the interval
+
+    @property
+    def law_mean(self) -> float:
+        """The law's own mean at the target, before the data-size shift."""
+        return self.mean - (self.data_size.shift if self.data_size is not None else 0.0)
 
     @property
     def law(self) -> Law:
@@ -519,7 +527,7 @@ class Prediction:
 
     @property
     def variance(self) -> float:
-        return self.var_mean + self.var_launch + self.var_misspecification
+        return self.var_mean + self.var_launch + self.var_misspecification + self.var_data_size
 
     @property
     def half_width(self) -> float:
@@ -558,7 +566,8 @@ class Prediction:
             candidates=tuple(c.record() for c in self.candidates), target_batch_size=self.target_batch_size,
             misspecification_stated=None if self.misspecification_measured else UNMEASURED_MISSPECIFICATION_STD,
             dof=self.dof, lower_bound=self.lower_bound(), lower_bound_level=LOWER_BOUND_LEVEL,
-            spread_ratio=self.spread_ratio or None)
+            spread_ratio=self.spread_ratio or None,
+            data_size=self.data_size.record() if self.data_size is not None else None)
 
 
 def forms_of(law: str) -> tuple[str, ...]:
@@ -590,14 +599,16 @@ def eval_set_variance(accuracy: float, proxy_test_size: int | None, launch_test_
 
 def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level: float = 0.95,
             forms: Sequence[str] = ("knee",), test_sizes: tuple[int | None, int | None] = (None, None),
-            spread_ratio: float = 0.0) -> Prediction:
+            spread_ratio: float = 0.0, data_size: DataSizeTerm | None = None) -> Prediction:
     """The law of record and its interval for one launch at target_batch_size (see the module docstring).
 
     rows: (B', accuracy) of every proxy run (two rungs or more, each with ≥ 2 seeds). forms: the candidate
     forms (one form forces it). test_sizes: (the proxies' test-set size, the launch's) when they are
     evaluated on different test sets. spread_ratio (`fit.spread_ratio`, opt-in): 0, the default, reads one
     launch's spread off the seeds as they are; r > 0 takes a launch to scatter r times as much as those
-    seeds (its variance r²·v(B)), a prior from other settings' launches (scaled_launch_variance).
+    seeds (its variance r²·v(B)), a prior from other settings' launches (scaled_launch_variance). data_size:
+    the measured term of proxies on a smaller public set (tanplan.laws.data_size): its shift joins the mean,
+    its variance the interval.
 
         >>> rows = [(b, acc + e) for b, acc in ((16, 0.75), (32, 0.8), (64, 0.85), (128, 0.85)) for e in (-0.01, 0, 0.01)]
         >>> p = predict(rows, 4096)
@@ -630,11 +641,13 @@ def predict(rows: Iterable[tuple[int, float]], target_batch_size: int, *, level:
     measured = bool(chosen.held.errors)
     dof = interval_dof(var_mean, var_launch + var_mis, spread, target_batch_size)
     quantile = float(stats.t.ppf(0.5 + level / 2, dof))
+    mean += data_size.shift if data_size is not None else 0.0
     return Prediction(target_batch_size=target_batch_size, chosen=chosen, mean=mean, var_mean=var_mean,
                       var_launch=var_launch, var_misspecification=var_mis,
                       var_test_sets=eval_set_variance(mean, *test_sizes), level=level, quantile=quantile,
                       candidates=tuple(cands), misspecification_measured=measured, dof=dof, var_choice=var_choice,
-                      launch_spread=spread, spread_ratio=spread_ratio)
+                      launch_spread=spread, spread_ratio=spread_ratio, data_size=data_size,
+                      var_data_size=data_size.variance if data_size is not None else 0.0)
 
 
 def scaled_launch_variance(seeds_variance: float, spread_ratio: float = 0.0) -> float:

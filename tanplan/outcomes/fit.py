@@ -65,6 +65,23 @@ class IntervalParts(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DataSizeRecord(Result):
+    """The data-size term of a prediction from proxies on a smaller public set (tanplan.laws.data_size): the top
+    rung's accuracies at N_pub and at N_pub/2, one halving's effect carried over log2(N/N_pub) doublings."""
+
+    public_size: int
+    private_size: int
+    half_size: int
+    batch_size: int
+    public_accuracies: tuple[float, ...]
+    half_accuracies: tuple[float, ...]
+    doublings: float
+    per_halving: float
+    shift: float  # added to the law's mean
+    std: float  # in the interval: the two means' seed noise and the log-linear law's stated misspecification
+
+
+@dataclass(frozen=True, kw_only=True)
 class HeldOutErrors(Result):
     batch_sizes: tuple[int, ...]
     errors: tuple[float, ...]
@@ -116,6 +133,9 @@ class PredictionRecord(Result):
     lower_bound_level: float | None = optional(present_with="lower_bound")
     # fit.spread_ratio when set (the launch part is its square × the seeds' variance); absent: off
     spread_ratio: float | None = optional()
+    # proxies on a public set smaller than the private one: the measured data-size term, in the mean and the
+    # interval (tanplan.laws.data_size); absent where N_pub ≥ N
+    data_size: DataSizeRecord | None = optional()
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tanplan.outcomes.base import Result, optional
-from tanplan.outcomes.fit import IntervalParts
+from tanplan.outcomes.fit import DataSizeRecord, IntervalParts
 from tanplan.outcomes.privacy_spent import TuningRecord
 
 
@@ -120,6 +120,9 @@ class RunResult(Result):
     lower_bound_level: float | None = optional(present_with="lower_bound")
     interval_parts_points: IntervalParts | None = optional(present_with="lower_bound")
     half_width_points: float | None = optional(present_with="lower_bound")
+    # proxies on a public set smaller than the private one: the data-size term in the prediction
+    # (tanplan.laws.data_size; absent where N_pub ≥ N)
+    data_size: DataSizeRecord | None = optional()
     actual_accuracy: float | None
     abs_error: float | None
     actual_inside_interval: bool | None

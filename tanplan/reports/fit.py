@@ -129,7 +129,20 @@ def fit_markdown(result: FitResult) -> str:
     bound = f"; one launch reaches **{bound}**" if bound else ""
     return (f"{line} Predicted for one launch at B = {target}: **{result.predicted_accuracy:.4f} "
             f"[{low:.4f}, {high:.4f}]** ({result.level:.0%} interval){bound}.\n\n{parts_table(result)}\n\n"
-            f"{launch_spread_text(result)}{warning}")
+            f"{launch_spread_text(result)}{data_size_text(result)}{warning}")
+
+
+def data_size_text(result) -> str:
+    """The data-size term (tanplan.laws.data_size) as a paragraph, or "" without one."""
+    d = getattr(result, "data_size", None)
+    if d is None:
+        return ""
+    return (f"\n\nData size: the proxies learned on {d.public_size} public examples, the launch trains on "
+            f"{d.private_size}. B' = {d.batch_size} trained again on the first {d.half_size} gave "
+            f"{100 * d.per_halving:+.2f} points per halving of the data; carried over {d.doublings:.2f} doublings to N, "
+            f"{100 * d.shift:+.2f} points in the prediction (the law's own mean is {result.law_at_target:.4f}) and a std "
+            f"of {100 * d.std:.2f} points in its interval (the two sizes' seed noise and half of the shift, a "
+            "stated misspecification of the log-linear data law).")
 
 
 def prediction_text(result) -> str:
@@ -152,6 +165,10 @@ def prediction_text(result) -> str:
     if parts is not None and half is not None:
         text += (f"; ± {half:.2f} points: std of the law's mean {parts.mean:.2f}, of one launch {parts.launch:.2f}, "
                  f"misspecification {parts.misspecification:.2f} points")
+    data = getattr(result, "data_size", None)
+    if data is not None:
+        text += (f"; data size N_pub = {data.public_size} → N = {data.private_size}: {100 * data.shift:+.2f} points "
+                 f"in the mean, std {100 * data.std:.2f} points in the interval")
     return text
 
 

@@ -28,7 +28,7 @@ from tanplan.outcomes.privacy_spent import Spent
 from tanplan.privacy.plan import plan_from_config, with_dataset_size
 from tanplan.privacy.run_plan import RunPlan
 from tanplan.reports.fit import figure_scaling, write_fit_report
-from tanplan.workflow import privacy_spent, total_budget, tuning
+from tanplan.workflow import data_size, privacy_spent, total_budget, tuning
 from tanplan.workflow.best import load_best_overrides, recording
 from tanplan.workflow.fit_members import check_batch_sizes, data_members, steps_members
 from tanplan.workflow.inputs import check_inputs, check_out_dir
@@ -69,6 +69,11 @@ def fit_entry(cfg: Config, out, *, best, batch_sizes, seeds: int | None, vary: s
         if vary == "batch" and sizes == "auto":
             proxies = proxies.group({"fit.law": law or section.law})  # the ladder reads its law there
         result = _train(proxies, out, vary, sizes, seeds, factors, proxy_b, law or section.law, section, log)
+        if vary == "batch" and tune.data == "public":  # public proxies on fewer examples than N: the data size
+            result, term_runs = with_data_size(proxies, result, tune.tuning_size, tune.private_size, out,
+                                               level=section.level, law=law or section.law, log=log)
+            if term_runs:
+                write_fit_report(result, out)
     spent = _report_spent(out, tune, log)
     # and the bound on the total checked before any run (private tuning data)
     return dataclasses.replace(result, privacy_spent=spent, tuning=tune.record(), **planned)
@@ -148,25 +153,26 @@ def fit_batch_law(cfg: Config | Members, batch_sizes, seeds: int, out: Path | No
 
 def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level: float = 0.95, law: str = "knee",
              started: float | None = None, test_sizes=(None, None), max_half_width: float = 0.0,
-             spread_ratio: float = 0.0) -> FitResult:
+             spread_ratio: float = 0.0, data_size=None) -> FitResult:
     """The law fitted on proxy runs already trained (rows of train_points) and its prediction for one launch
     at target_b: what fit.json holds (batch_law.Prediction.record, the verdict, the runs).
 
     A prediction outside [0, 1] is not an accuracy: predicted_accuracy and prediction_interval are then
     None (the law's value stays in law_at_target) and the verdict says the law does not hold; an interval
     wider than max_half_width (> 0) is a refusal too, with what to change. spread_ratio: fit.spread_ratio
-    (batch_law.predict; 0, the default, off).
+    (batch_law.predict; 0, the default, off). data_size: the measured term of proxies on a smaller public set
+    (tanplan.laws.data_size.DataSizeTerm, tanplan.workflow.data_size), in the mean and the interval.
     """
     started = time.perf_counter() if started is None else started
     rows = tuple(rows)
     prediction = predict([(r.batch_size, r.test_accuracy) for r in rows], target_b, level=level, forms=forms_of(law),
-                         test_sizes=test_sizes, spread_ratio=spread_ratio)
+                         test_sizes=test_sizes, spread_ratio=spread_ratio, data_size=data_size)
     why_not = verdict(prediction, max_half_width)
     recorded = vars(prediction.record())
     if not 0.0 <= prediction.mean <= 1.0:
         recorded.update(predicted_accuracy=None, prediction_interval=None)
     result = FitResult(
-        **recorded, law_setting=law, model=prediction.law.form, law_at_target=prediction.mean,
+        **recorded, law_setting=law, model=prediction.law.form, law_at_target=prediction.law_mean,
         law_holds=why_not is None, verdict=why_not and why_not[0], what_to_change=why_not and why_not[1],
         points=rows, batch_sizes=tuple(sorted({r.batch_size for r in rows})),
         proxy_examples=sum(r.batch_size * r.steps for r in rows), wall_seconds=time.perf_counter() - started)
@@ -174,6 +180,23 @@ def fit_rows(rows: Sequence[ProxyRun], target_b: int, out: Path | None, *, level
         write_json_atomic(out / "fit.json", result.to_dict())
         figure_scaling(result, out / "scaling_law.png")
     return result
+
+
+def with_data_size(proxies, fit_result: FitResult, public_size: int, private_size: int, out: Path, *, level: float,
+                   law: str, test_sizes=(None, None), log=print) -> tuple[FitResult, list[ProxyRun]]:
+    """fit_result refitted on its own rows with the data-size term (tanplan.workflow.data_size; its runs in
+    out/data_size/, fit.json in out) where its proxies learned on fewer public examples than the private set
+    holds; as it was otherwise (no prediction, or N_pub ≥ N). (The fit result, the runs the term trained.)"""
+    if fit_result.predicted_accuracy is None or not fit_result.points:
+        return fit_result, []
+    term, runs = data_size.measure(proxies, fit_result.points, public_size, private_size, out / "data_size", log=log)
+    if term is None:
+        return fit_result, []
+    base = Members.of(proxies).base
+    refit = fit_rows(fit_result.points, base.train.batch_size, out, level=level, law=law, test_sizes=test_sizes,
+                     max_half_width=base.fit.max_half_width / 100, spread_ratio=base.fit.spread_ratio,
+                     data_size=term)
+    return dataclasses.replace(refit, ladder=fit_result.ladder), runs
 
 
 def ladder_fit(proxies: Config | Members, out: Path | None, *, train_fn: Callable | None = None, log=print,
@@ -268,4 +291,4 @@ def dataset_size_study(proxies: Config | Members, factors, proxy_batch_size: int
     return result
 
 
-__all__ = ["fit_entry", "fit_batch_law", "fit_rows", "ladder_fit", "privacy_parameter_search", "dataset_size_study"]
+__all__ = ["fit_entry", "fit_batch_law", "fit_rows", "with_data_size", "ladder_fit", "privacy_parameter_search", "dataset_size_study"]

@@ -102,8 +102,9 @@ def predict(cfg: Config, out: Path, progress: Progress, *, trials: int | None = 
         law_dir = out / ("ladder" if cfg.fit.batch_sizes == "auto" else "fit")  # recorded for launch --best
         private = planned is not None and tune.data == "private"
         with recording(out / "sweep" / "best.json", law_dir, "run", private=private):
+            data_sizes = (tune.tuning_size, tune.private_size) if tune.data == "public" else None
             ladder, fit_result, law_runs = law_stage(best_proxies, out, progress, test_sizes,
-                                                     sweep_per_step(cfg, sweep_b, trials))
+                                                     sweep_per_step(cfg, sweep_b, trials), data_sizes)
     if fit_result.law is not None:  # what the user reads, before the launch (the API's log too)
         progress.log(f"  {prediction_text(fit_result)}")
     compute = ProxyCompute.of(plan.batch_size * plan.steps, sweep_runs, law_runs, ladder=ladder is not None)

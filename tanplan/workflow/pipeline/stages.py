@@ -68,7 +68,9 @@ def tuning_stage(tune: Tuning, planned: PlannedTotal | None, progress: Progress)
     line = f"  proxies learn on {tune.source}"
     if tune.data == "public" and tune.sizes_differ:
         line += (f"; N_pub = {tune.tuning_size} differs from N = {tune.private_size}: σ' keeps the target's σ/B "
-                 "(the noise on the mean gradient), and the law is extrapolated across data sizes too")
+                 "(the noise on the mean gradient); the law is extrapolated across data sizes too"
+                 + (", with a data-size term measured on half of the public set" if tune.tuning_size < tune.private_size
+                    else ""))
     elif tune.data == "private":
         line += ": every proxy's release is composed into the total ε"
     progress.log(line)
@@ -92,11 +94,12 @@ def sweep_stage(spec, proxy_batch_size: int, out: Path, progress: Progress,
     return (dict(result.best.overrides) if result.best else {}), [run] * trained
 
 
-def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes,
-              sweep_spent: float = 0.0) -> tuple[LadderResult | None, FitResult, list[tuple[int, int]]]:
+def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes, sweep_spent: float = 0.0,
+              data_sizes: tuple[int, int] | None = None) -> tuple[LadderResult | None, FitResult, list[tuple[int, int]]]:
     """(the ladder's result or None, the fit result, the (B', S) of every run of the law): the ladder with
     fit.batch_sizes = "auto" (within what fit.compute_budget leaves after the sweep's Σ B', sweep_spent),
-    else the fit on the explicit sizes."""
+    else the fit on the explicit sizes. data_sizes: (N_pub, N) where the proxies learn on a public set of
+    another size: with N_pub < N, the prediction carries the measured data-size term (data_size_stage)."""
     if cfg.fit.batch_sizes != "auto":
         ladder, fit_result = None, fit_stage(cfg, out, progress, test_sizes)
         points = fit_result.points or ()
@@ -104,7 +107,22 @@ def law_stage(cfg: Config, out: Path, progress: Progress, test_sizes,
         ladder = ladder_stage(cfg, out, progress, test_sizes, sweep_spent)
         fit_result = ladder_fit_result(ladder, out, cfg.fit.max_half_width / 100, cfg.fit.spread_ratio)
         points = _ladder_runs(ladder)
-    return ladder, fit_result, [(p.batch_size, p.steps) for p in points]
+    fit_result, extra = data_size_stage(cfg, out, progress, fit_result, ladder, test_sizes, data_sizes)
+    return ladder, fit_result, [(p.batch_size, p.steps) for p in (*points, *extra)]
+
+
+def data_size_stage(cfg: Config, out: Path, progress: Progress, fit_result: FitResult, ladder: LadderResult | None,
+                    test_sizes, data_sizes: tuple[int, int] | None) -> tuple[FitResult, list[ProxyRun]]:
+    """The law's prediction with the data-size term (tanplan.workflow.fit.with_data_size) where its proxies learned on
+    fewer public examples than the private set holds; as it was otherwise. (The fit result, its runs.)"""
+    if data_sizes is None:
+        return fit_result, []
+    f = cfg.fit
+    level, law = (ladder.prediction.level, ladder.law_setting) if ladder is not None and ladder.prediction else \
+        (f.level, f.law)
+    sizes = ladder.test_sizes if ladder is not None else test_sizes
+    return fit_module.with_data_size(cfg, fit_result, *data_sizes, out / "fit", level=level, law=law,
+                                     test_sizes=sizes, log=progress.log)
 
 
 def _ladder_runs(ladder: LadderResult) -> list[ProxyRun]:

@@ -45,7 +45,8 @@ def read_out(fit: FitResult) -> dict:
     std = fit.std_parts
     points = IntervalParts(mean=100 * std.mean, launch=100 * std.launch, misspecification=100 * std.misspecification)
     return dict(lower_bound=fit.lower_bound, lower_bound_level=fit.lower_bound_level, interval_parts_points=points,
-                half_width_points=100 * fit.half_width if fit.half_width is not None else None)
+                half_width_points=100 * fit.half_width if fit.half_width is not None else None,
+                data_size=fit.data_size)
 
 
 def run_result(plan: Plan, ladder: LadderResult | None, fit_result: FitResult | None, best_overrides,
