@@ -94,7 +94,9 @@ def _privacy(summary: RunResult) -> str:
     if tuning.tuning_data == "public" and tuning.sizes_differ:
         sizes = (f" The public set has {tuning.tuning_size} examples against N = {tuning.private_size}: the "
                  "proxies keep the target's σ/B (σ' = σ·B'/B: the noise on the mean gradient is the launch's), and "
-                 "the law is extrapolated across data sizes as well as batch sizes.")
+                 "the law is extrapolated across data sizes as well as batch sizes"
+                 + (", with the data-size term in the prediction (the batch law's section above)."
+                    if summary.data_size is not None else "."))
     note = f" {summary.epsilon_total_note}." if summary.epsilon_total_note else ""
     return f"""## Privacy
 Proxies learned on {tuning.source} (tuning data: **{tuning.tuning_data}**).{sizes}

@@ -15,7 +15,9 @@ them:
   σ'C/B', is the launch's σC/B (the update's noise does not depend on N; keeping η_step = q/(√2σ) instead,
   q' = B'/N_pub, made a proxy on N/2 public examples twice as noisy as the launch: on mnist1d at the demo's
   target its B' = 128 proxies scored 0.64 against 0.86 with σ/B kept, docs/ladder.md). When N_pub ≠ N the
-  law is still extrapolated across data sizes (epochs, generalisation), and the report says so. The public set is checked against the private one before any proxy trains: not the
+  law is still extrapolated across data sizes (epochs, generalisation): where N_pub < N the prediction carries
+  a data-size term measured on half of the public set (tanplan.laws.data_size), and the report says so. The
+  public set is checked against the private one before any proxy trains: not the
   same file, no shared example (digests of the inputs, train and test, rounded so that near-duplicates
   count: a scaled and shifted copy of the private rows is refused), the same input shape and class count.
 - private: the proxies train on the private training set; every release on it is composed

@@ -64,6 +64,8 @@ def test_a_public_set_a_quarter_of_the_private_one_carries_the_measured_data_siz
     assert low <= summary.actual_accuracy <= high and abs(summary.actual_accuracy - 0.86) < 0.01
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["data_size"]["std"] == pytest.approx(term.std)
     assert any("data size N_pub = 400 → N = 1600" in line for line in lines), lines
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Data size: the proxies learned on 400 public examples" in report and "data-size term" in report
     # its runs are the proxies' compute too: 3·(16 + 32) + 3·32 examples a step against the launch's 512
     assert summary.proxy_compute_fraction == pytest.approx((3 * (16 + 32) + 3 * 32) / 512)
 
