@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import tanplan
-from tanplan.baselines.runner import run_baseline
 from tanplan.workflow.pipeline import routes as routes_module
 
 CONFIG = "experiments/mnist1d_finetune.toml"
@@ -65,13 +64,8 @@ def launch_every_route(compared, cfg, folder: Path, launches: int) -> dict:
         started, accs = time.perf_counter(), []
         if row.route == "heads":
             s = routes_module.head_setting(rcfg)
-            x, y = routes_module._arrays(s.dataset.train)
-            xt, yt = routes_module._arrays(s.dataset.test)
-            private = routes_module.feature_set(s.standardise(s.encode(x)), y, s.standardise(s.encode(xt)), yt)
-            accountant = routes_module.HEAD_ACCOUNTANT[s.target.accountant]
-            for _ in range(launches):  # each a release at (ε, δ), fresh OS-entropy noise
-                accs.append(run_baseline(routes_module.HEAD_METHOD, private, float(s.target.epsilon()), s.target.delta,
-                                         accountant=accountant).accuracy)
+            private = routes_module.private_features(s)  # made once: each launch a release, fresh noise
+            accs += [routes_module.release_head(s, private).accuracy for _ in range(launches)]
         else:
             best = folder / "compare" / row.folder / "sweep" / "best.json"
             for seed in range(launches):

@@ -291,7 +291,7 @@ def encoder(cfg: Config, num_classes: int, input_shape) -> Callable[[np.ndarray]
     return lambda x: head_inputs(run, x, head)
 
 
-def _arrays(source) -> tuple[np.ndarray, np.ndarray]:
+def all_rows(source) -> tuple[np.ndarray, np.ndarray]:
     return read_rows(source, np.arange(len(source)))
 
 
@@ -302,7 +302,7 @@ def head_setting(hcfg: Config) -> HeadSetting:
     target = launch_plan(Members.of(hcfg), dataset)
     public = tuning.resolve(hcfg, target.plan, private=dataset).proxy_data
     encode = encoder(hcfg, dataset.num_classes, dataset.input_shape)
-    x, y = _arrays(public.train)
+    x, y = all_rows(public.train)
     n = dataset.num_train
     note = None
     if len(y) > n:
@@ -313,7 +313,7 @@ def head_setting(hcfg: Config) -> HeadSetting:
                 "smaller set is noisier, so the prediction errs low")
     features = encode(x)
     standardise = public_standardiser(features)
-    x_test, y_test = _arrays(public.test)
+    x_test, y_test = all_rows(public.test)
     fs = feature_set(standardise(features), y, standardise(encode(x_test)), y_test, source="the public features")
     return HeadSetting(dataset, target, encode, standardise, fs, note)
 
@@ -404,6 +404,22 @@ def launch_best_route(result: RoutesResult, configs: dict[str, Config], predicte
                                wall_seconds=time.perf_counter() - started)
 
 
+def private_features(s: HeadSetting):
+    """The private set's features (train and test splits), encoded and standardised as the prediction's were."""
+    x, y = all_rows(s.dataset.train)
+    x_test, y_test = all_rows(s.dataset.test)
+    return feature_set(s.standardise(s.encode(x)), y, s.standardise(s.encode(x_test)), y_test,
+                       source="the private features")
+
+
+def release_head(s: HeadSetting, private=None):
+    """One release of the head on the private features at the launch's (ε, δ), fresh OS-entropy noise (seed
+    None), scored on the private test split: the BaselineResult. private: the features, when already made."""
+    private = private_features(s) if private is None else private
+    return run_baseline(HEAD_METHOD, private, float(s.target.epsilon()), s.target.delta,
+                        accountant=HEAD_ACCOUNTANT[s.target.accountant])
+
+
 def launch_heads(hcfg: Config, out: Path, row: RoutePrediction) -> tuple[float, float]:
     """The head released once on the private set's features (fresh OS-entropy noise), scored on its test split,
     recorded in out/launch/head.json; a head already released there is read back, never released again.
@@ -412,14 +428,7 @@ def launch_heads(hcfg: Config, out: Path, row: RoutePrediction) -> tuple[float, 
     if path.is_file():
         done = json.loads(path.read_text(encoding="utf-8"))
         return float(done["accuracy"]), float(done["epsilon_of_record"])
-    s = head_setting(hcfg)
-    d, target = s.dataset, s.target
-    x, y = _arrays(d.train)
-    x_test, y_test = _arrays(d.test)
-    private = feature_set(s.standardise(s.encode(x)), y, s.standardise(s.encode(x_test)), y_test,
-                          source="the private features")
-    result = run_baseline(HEAD_METHOD, private, float(target.epsilon()), target.delta,
-                          accountant=HEAD_ACCOUNTANT[target.accountant])  # seed None: fresh OS-entropy noise
+    result = release_head(head_setting(hcfg))
     write_json_atomic(path, {**result.to_dict(), "epsilon_of_record": row.epsilon_of_record,
                              "epsilon_of_record_accountant": row.epsilon_accountant,
                              "init": hcfg.init.path or hcfg.init.loader})
