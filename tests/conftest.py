@@ -183,10 +183,11 @@ if not _PLAIN:
 # (Ray's sweep, the longest in wall seconds, put first: the suite took 418 s, against 300-345 s in four runs with
 # it twelfth; its start then contends with the three costliest modules.)
 HEAVY_FIRST = ("test_api_doc.py", "engine/test_two_processes.py", "engine/test_routes.py", "test_plugins.py",
-               "privacy/test_accounting.py", "workflow/test_audit.py", "commands/test_frontier_commands.py",
-               "workflow/test_proxy_devices.py", "workflow/test_total_budget.py", "dp/test_ghost_layers.py",
-               "engine/test_loop.py", "workflow/test_sweep_ray.py", "workflow/test_optimize.py",
-               "workflow/test_final_audit.py", "commands/test_plan_command.py", "workflow/test_audit_input.py")
+               "privacy/test_accounting.py", "engine/test_loop.py", "workflow/test_proxy_devices.py",
+               "workflow/test_optimize.py", "dp/test_ghost_layers.py", "dp/test_pruning.py",
+               "commands/test_frontier_commands.py", "workflow/test_sweep_ray.py", "commands/test_plan_command.py",
+               "workflow/test_experiments.py", "workflow/test_new_user_cuts.py", "workflow/test_audit.py",
+               "workflow/test_audit_input.py", "workflow/test_launch_devices.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -127,6 +127,7 @@ def test_ray_workers_get_the_plugins_folder_on_their_path(on_path):
     assert worker_env(load_config(None, [])) == {}  # built-ins only: nothing to add
 
 
+# fit at B' = 8 (the sweep's proxy B') and 32 (the launch's B): two step shapes for six runs, not three
 RUN_EXTRA = """
 [sweep]
 trials = 1
@@ -134,7 +135,7 @@ top_k = 0
 [sweep.space]
 learning_rate = [1.0]
 [fit]
-batch_sizes = [8, 16]
+batch_sizes = [8, 32]
 seeds = 2
 """
 
@@ -189,6 +190,12 @@ def test_tanplan_run_with_the_plugins_through_the_python_api(on_path, tmp_path, 
     from tanplan.workflow.sweep import search
 
     monkeypatch.setattr(search, "run_sweep", _sweep_in_process)
+    # the batch law's figure (drawn by the fit and again after the launch) is tests/workflow/test_fit_launch.py's
+    from tanplan.workflow import fit as fit_module
+    from tanplan.workflow.pipeline import run as pipeline_run
+
+    for module in (fit_module, pipeline_run):
+        monkeypatch.setattr(module, "figure_scaling", lambda result, path, *a, **k: path)
     # the plan's report (RDP curves, figures: 8 CPU-s here) is tests/commands/test_plan_command.py's: only asked for
     reports = []
     record_plan_reports(monkeypatch, reports)

@@ -21,6 +21,7 @@ import numpy as np
 from tanplan.data.cache import build_lock, cache_dir, load_arrays, save_arrays
 from tanplan.data.dataset import Dataset
 from tanplan.errors import UsageError
+from tanplan.fileio import write_json_atomic
 
 NUM_CLASSES = 10
 KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -28,6 +29,7 @@ KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 def generator_args(num_samples: int, seed: int) -> dict:
     """mnist1d's own default arguments, with our sample count and seed."""
+    # mnist1d.data imports matplotlib.pyplot, scipy.interpolate and requests (about 1.5 CPU-s): only to generate
     from mnist1d.data import get_dataset_args
 
     args = get_dataset_args(as_dict=True)
@@ -36,13 +38,33 @@ def generator_args(num_samples: int, seed: int) -> dict:
     return args
 
 
+def _version() -> str:
+    try:
+        return metadata.version("mnist1d")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _key_args(num_samples: int, seed: int, version: str) -> dict:
+    """generator_args as the cache key reads them (JSON): from a note of the package's defaults beside the cache,
+    written by the first process that imported it, so that a process reading cached data never imports mnist1d
+    (its defaults are fixed for an installed version, and the version is part of the key)."""
+    note = cache_dir() / "mnist1d" / f"defaults_{hashlib.sha256(version.encode()).hexdigest()[:12]}.json"
+    try:
+        defaults = json.loads(note.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        defaults = json.loads(json.dumps(generator_args(0, 0)))
+        try:
+            write_json_atomic(note, defaults)
+        except OSError:  # an unwritable cache costs time, not correctness
+            pass
+    return {**defaults, "num_samples": int(num_samples), "seed": int(seed)}
+
+
 def cache_path(num_samples: int, seed: int) -> Path:
     """File name keyed by everything that changes the data: arguments and the package version."""
-    args = generator_args(num_samples, seed)
-    try:
-        version = metadata.version("mnist1d")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
+    version = _version()
+    args = _key_args(num_samples, seed, version)
     digest = hashlib.sha256(json.dumps([args, version], sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir() / "mnist1d" / f"mnist1d_n{num_samples}_seed{seed}_{digest}.npz"
 

@@ -7,18 +7,19 @@ import sys
 
 import pytest
 
-from fakes import SMALL, fake_train
+from fakes import SMALL, fake_train, use_mnist1d_shaped
 from helpers import CONFIG, ROOT, run_cli
 
 FRONT = ["--dataset-size", "10000", "--epsilon", "1"]
 
 
 def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
-    # C = 20,000 at N = 10,000: B = N (S = 2) down to B = 1 (S = 20,000), every regime on one frontier. Each
-    # candidate is a PLD calibration of one to three CPU-s: ε = 2 puts two of the five (S = 2, 32, 512, 8192 and
-    # the end 20,000, ×16 apart) behind the wall, so a coarse grid still holds every regime
+    # C = 20,000 at N = 10,000: B = N (S = 2) down to B = 3 (S = 6,666), every regime on one frontier. Each
+    # candidate is a PLD calibration of 0.1 to 2 CPU-s: ε = 2 puts the end (S = 6,666, σ = 0.49) behind the wall
+    # and S = 2, 32, 512 (×16 apart) in the other two regimes. B ≥ 3: the B = 1, 2 ends (S = 20,000, 8,192) cost
+    # 3 CPU-s each and add no regime
     code, out, _ = run_cli(capsys, "plan", "--dataset-size", "10000", "--epsilon", "2", "--compute", "20000",
-                           "--steps-factor", "16", "--json")
+                           "--steps-factor", "16", "--min-batch-size", "3", "--json")
     assert code == 0
     result = json.loads(out)
     assert result["compute"] == 20000 and result["accountant"] == "pld"  # the accountant of record
@@ -33,10 +34,10 @@ def test_plan_compute_json_lists_every_candidate_within_both_budgets(capsys):
 
 
 def test_plan_device_hours_times_a_given_throughput(capsys):
-    # B ≥ 100: the budget's arithmetic is the point here; the frontier's tiny batches (S up to 180,000, each a
-    # PLD calibration of half a minute) are the listing test's above
+    # B = N: the budget's arithmetic is the point here, so the frontier is its one candidate (S = 18, a PLD
+    # calibration of 0.1 CPU-s); the frontier's smaller batches are the listing test's above
     code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "0.5", "--samples-per-second", "100",
-                           "--steps-factor", "4", "--min-batch-size", "100", "--json")
+                           "--steps-factor", "4", "--min-batch-size", "10000", "--json")
     result = json.loads(out)
     assert code == 0 and result["compute"] == 0.5 * 3600 * 100
     assert result["throughput"] == {"device_hours": 0.5, "samples_per_second": 100.0, "measured": False, "model": None}
@@ -48,7 +49,7 @@ def test_plan_device_hours_measures_the_throughput_when_not_given(capsys, monkey
     timed = []
     monkeypatch.setattr(stage, "measure_throughput", lambda model: timed.append(model) or 50.0)
     code, out, _ = run_cli(capsys, "plan", *FRONT, "--device-hours", "1", "--model", "mlp", "--steps-factor", "4",
-                           "--min-batch-size", "100")
+                           "--min-batch-size", "10000")  # one candidate, B = N (as above)
     assert code == 0 and timed == ["mlp"]
     assert "1 device-hours × 3600 × 50 samples/s (measured on mlp) = 180,000 examples" in out
 
@@ -77,9 +78,9 @@ def test_plan_compute_bad_input_is_one_line_and_exit_2(capsys, argv, fragment):
 
 
 def test_plan_compute_loads_no_jax():
-    # three candidates (×16 apart): what the planner imports is the point, not how many σ it calibrates
+    # one candidate (B = N): what the planner imports is the point, not how many σ it calibrates
     code = ("import sys; from tanplan.cli import main; "
-            "rc = main(['plan', '--dataset-size', '50000', '--epsilon', '2', '--compute', '1000000', '--min-batch-size', '2000', "
+            "rc = main(['plan', '--dataset-size', '50000', '--epsilon', '2', '--compute', '1000000', '--min-batch-size', '50000', "
             "'--steps-factor', '16', '--json']); "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax', 'optax', 'jax_privacy')); "
             "print(bad, file=sys.stderr); sys.exit(rc or (1 if bad else 0))")
@@ -89,11 +90,18 @@ def test_plan_compute_loads_no_jax():
 
 def test_optimize_json_recommends_a_candidate_of_the_frontier(capsys, tmp_path, monkeypatch):
     import tanplan.workflow.proxy_runs as proxy_runs
+    from tanplan.reports import optimize as optimize_report
 
     monkeypatch.setattr(proxy_runs, "_default_train_fn", lambda: fake_train(lambda run: 0.8, noise=0.01, of_run=True))
-    # candidates ×4 apart (a frontier grid ×2 apart: 6 PLD calibrations, not 14): the command's JSON is the point,
-    # the stage's choices are tests/workflow/test_optimize.py's
-    sets = sum([["--set", s] for s in SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4",
+    # the fake engine reads N alone: random rows of mnist1d's shapes stand in for generating the private and public
+    # draws (2 × 2,000 signals, about 4 CPU-s in a cold cache); the frontier figure (drawn twice a run) is
+    # tests/workflow/test_optimize.py::test_the_report_and_its_files's
+    use_mnist1d_shaped(monkeypatch)
+    monkeypatch.setattr(optimize_report, "figure_frontier", lambda result, path: None)
+    # candidates ×4 apart, proxies of B' = B/4 ≥ 16 (a frontier grid ×2 apart from S = 7 to 160, B ≥ 64: 6 PLD
+    # calibrations, not 14; the proxies' ledgers, at σ' = σ/4 ≥ 0.55, compose by PLD faster than at σ/8): the
+    # command's JSON is the point, the stage's choices are tests/workflow/test_optimize.py's
+    sets = sum([["--set", s] for s in SMALL + ["optimize.savings=4", "optimize.min_proxy_batch_size=16",
                                                "optimize.steps_factor=4"]], [])
     code, out, _ = run_cli(capsys, "optimize", "--config", CONFIG, *sets, "--out", str(tmp_path / "o"), "--json")
     assert code == 0

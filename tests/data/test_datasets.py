@@ -73,9 +73,31 @@ def test_mnist1d_deterministic_per_seed_and_read_back_from_cache(monkeypatch, tm
     np.testing.assert_array_equal(rebuilt.x_train, first.x_train)
 
 
+def test_the_cache_key_is_the_packages_defaults_and_a_cached_read_imports_no_mnist1d(monkeypatch):
+    """cache_path reads mnist1d's defaults from a note beside the cache (mnist1d.data imports matplotlib, scipy's
+    interpolation and requests): the key is the one the package's own defaults give, and once the note is written a
+    cached draw is read without asking the package."""
+    import hashlib
+    import json
+    from importlib import metadata
+
+    first = mnist1d_module.cache_path(100, 3)  # writes the note
+    args, version = mnist1d_module.generator_args(100, 3), metadata.version("mnist1d")
+    digest = hashlib.sha256(json.dumps([args, version], sort_keys=True).encode()).hexdigest()[:12]
+    assert first.name == f"mnist1d_n100_seed3_{digest}.npz"
+    ds = load_dataset("mnist1d", num_samples=100, seed=3)
+
+    def no_package(*args, **kwargs):
+        raise AssertionError("mnist1d's defaults asked for although its note is cached")
+
+    monkeypatch.setattr(mnist1d_module, "generator_args", no_package)
+    assert mnist1d_module.cache_path(100, 3) == first
+    np.testing.assert_array_equal(load_dataset("mnist1d", num_samples=100, seed=3).x_train, ds.x_train)
+
+
 def test_mnist1d_corrupt_cache_is_rebuilt():
     path = mnist1d_module.cache_path(100, 0)
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"not an npz")
     ds = load_dataset("mnist1d", num_samples=100, seed=0)
     assert ds.num_train == 80

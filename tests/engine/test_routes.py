@@ -33,15 +33,24 @@ class RootPosition(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        h = nn.Dense(8)(x.reshape(x.shape[0], -1, 3)) + self.param("pos", nn.initializers.zeros, (1, 1024, 8))
+        h = nn.Dense(8)(x.reshape(x.shape[0], -1, 3))
+        h = h + self.param("pos", nn.initializers.zeros, (1, h.shape[1], 8))  # one a pixel
         return nn.Dense(10)(nn.LayerNorm()(h).mean(axis=1))
 
 
 def _refused():
     net = RootPosition()
-    x = np.zeros((2, 32, 32, 3), np.float32)
+    x = np.zeros((2, 8, 8, 3), np.float32)  # _small_cnn's input shape
     params = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), jax.eval_shape(net.init, jax.random.key(0), x[:1]))
     return (lambda p, xb: net.apply({"params": p}, xb)), params["params"], x
+
+
+@pytest.fixture(scope="module")
+def checks():
+    """The route's self-check memo (routes._GHOST_CHECKS) shared by this module's tests of _small_cnn: its
+    verdict, a pure function of the memo's key, is computed (a compile of per-example gradients and of the
+    route, ~0.8 CPU-s) by the first of them, not by each."""
+    return {}
 
 
 def test_every_built_in_image_model_takes_the_per_layer_route(monkeypatch):
@@ -53,11 +62,12 @@ def test_every_built_in_image_model_takes_the_per_layer_route(monkeypatch):
         assert routes.check(job_of(cfg), logits, params, x) is None, name
 
 
-def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch):
-    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch, checks):
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", checks)  # the cnn's verdict, computed here or by another test
     cfg = Config(train=TrainConfig(grad_method="ghost"))  # model.name stays the default for both
-    logits, params, x = _model("cnn2d", width=4, depth=1)
+    logits, params, x = _small_cnn()
     assert routes.make_grad_sum(job_of(cfg), logits, None, params, x)[1].name == "ghost"
+    assert any(key[1] == routes._structure(params) for key in checks)  # the memo now holds the cnn's verdict
     logits, params, x = _refused()  # same input shape; its root's parameter feeds a layer: no per-layer route
     with pytest.raises(UsageError, match="not possible"):
         routes.make_grad_sum(job_of(cfg), logits, None, params, x)
@@ -66,8 +76,9 @@ def test_a_second_model_under_one_config_is_checked_on_its_own(monkeypatch):
 def test_bench_names_the_model_it_refuses(monkeypatch):
     monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
     monkeypatch.setattr(ghost, "unsupported_reason", lambda *a, **k: "a layer it cannot see")
-    with pytest.raises(UsageError, match="model 'vit_tiny'"):
-        bench_model("vit_tiny", 2, repeats=1, grad_method="ghost", width=64, depth=1)
+    # mlp, not the default model (cnn1d): its eager init compiles ~10 small programs, vit_tiny's 90 (2.5 CPU-s)
+    with pytest.raises(UsageError, match="model 'mlp'"):
+        bench_model("mlp", 2, repeats=1, grad_method="ghost", width=8, depth=1)
 
 
 def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypatch):
@@ -92,11 +103,18 @@ def test_the_route_carries_its_reason_and_the_note_reads_it_from_there(monkeypat
 @functools.lru_cache(maxsize=None)
 def _small_cnn():
     """cnn2d, width 4, on 8×8×3 inputs: convolutions over 64 positions, whose Gram norms cost far more than
-    their per-example gradients (T·(D+O) ≫ D·O). Made once, its init compiled whole (eagerly, flax compiles
-    each initialiser op by itself)."""
+    their per-example gradients (T·(D+O) ≫ D·O). Made once; its parameters drawn on the host, of init's
+    shapes (compiling init cost ~0.3 CPU-s): kernels of variance 1 / fan-in, GroupNorm's scale 1, biases 0."""
     net = create_model("cnn2d", 10, width=4, depth=1)
     x = np.zeros((2, 8, 8, 3), np.float32)
-    params = jax.jit(net.init)(jax.random.key(0), x[:1])["params"]
+    rng = np.random.default_rng(0)
+
+    def fill(path, s):
+        if len(s.shape) >= 2:
+            return (rng.standard_normal(s.shape) / np.sqrt(np.prod(s.shape[:-1]))).astype(s.dtype)
+        return np.full(s.shape, 1.0 if "scale" in str(path[-1]) else 0.0, s.dtype)
+
+    params = jax.tree_util.tree_map_with_path(fill, jax.eval_shape(net.init, jax.random.key(0), x[:1])["params"])
     return (lambda p, xb: net.apply({"params": p}, xb)), params, x
 
 
@@ -105,14 +123,14 @@ def _conv_kernel(params) -> int:
     return max(leaf.size for leaf in jax.tree.leaves(params) if leaf.ndim == 4)
 
 
-def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch):
+def test_auto_takes_the_cheaper_route_at_the_chunk_size_and_says_why(monkeypatch, checks):
     """At a chunk whose per-example gradients fit one device's budget the per-layer route forms them (about
     vmap's FLOPs) and is kept; at a larger chunk it falls back to Gram norms, costlier than vmap: vmap. The
     sentence carries both counts and the rule, and the counts are XLA's own (checked against a lowering)."""
     from tanplan.engine import route_cost
     from tanplan.engine.route_notes import route_line
 
-    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", checks)
     monkeypatch.setattr(route_cost, "_COSTS", {})
     counted = {}  # (route, rows) -> what XLA's lowering counted for the choice (kept, not lowered again below)
     flops = route_cost._flops
@@ -179,14 +197,14 @@ def test_the_per_layer_memory_rule_follows_one_devices_rows(monkeypatch):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
 
 
-def test_measured_mode_takes_the_faster_route(monkeypatch):
+def test_measured_mode_takes_the_faster_route(monkeypatch, checks):
     """train.route_cost = measure: each route compiled and timed on public inputs, the faster taken (the
     timing stubbed here so that either order is seen; one real timing checks the figures are positive)."""
     from tanplan.engine import route_cost
 
     logits, params, x = _small_cnn()
     cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto", route_cost="measure"))
-    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", checks)
     for ghost_s, vmap_s, expected in ((0.002, 0.001, "vmap"), (0.001, 0.002, "ghost")):
         monkeypatch.setattr(route_cost, "_COSTS", {})
         fake = lambda fn, args, g=ghost_s, v=vmap_s: g if "ghost" in fn.__qualname__ else v  # noqa: E731
@@ -202,7 +220,7 @@ def test_measured_mode_takes_the_faster_route(monkeypatch):
     assert unit == "ms" and all(seconds > 0 for seconds in found.values())
 
 
-def test_a_route_without_a_flop_count_is_never_costed_at_zero(monkeypatch):
+def test_a_route_without_a_flop_count_is_never_costed_at_zero(monkeypatch, checks):
     """Where the lowering gives no FLOP count the compiled executable's is read; where neither gives one
     the routes are timed: no route is ever reported at 0 FLOPs (nor chosen for it)."""
     from tanplan.engine import route_cost
@@ -221,7 +239,7 @@ def test_a_route_without_a_flop_count_is_never_costed_at_zero(monkeypatch):
 
     monkeypatch.setattr(route_cost, "_count", lambda analysis: 0.0)
     monkeypatch.setattr(route_cost, "_COSTS", {})
-    monkeypatch.setattr(routes, "_GHOST_CHECKS", {})
+    monkeypatch.setattr(routes, "_GHOST_CHECKS", checks)
     cfg = Config(privacy=PrivacyConfig(sigma=1.0), train=TrainConfig(grad_method="auto"))
     route = routes.choose(job_of(cfg), logits, params, x, rows=2)
     assert route.cost.startswith("measured: ") and " 0 GFLOP" not in route.cost

@@ -4,10 +4,11 @@ with every example clipped to 10 C while the noise and the accountant assume C (
 is injected here only, by patching the route's clipped sum for the test."""
 
 import dataclasses
+import functools
 import json
 
 import pytest
-from helpers import CONFIG
+from helpers import CONFIG, fast_norm, no_figure
 
 # Width 16 (64 before): each step reads every canary's clipped gradient, ~3 CPU-s a run instead of ~6, with the
 # same power (below).
@@ -21,6 +22,7 @@ CANARIES = "300"
 # P(intact ≥ 30 right), the false alarm, ≈ 3e-4 (Binomial(36, 0.54); 1e-4 at width 64), and P(broken ≤ 29), the
 # miss, ≈ 0.6% (Binomial(36, 0.94); 1.3% at width 64), less where guessing every canary still exceeds the claim.
 BREAK = 10
+
 
 
 def _audit(out):
@@ -38,13 +40,15 @@ def _audit(out):
     return code, stderr.getvalue(), json.loads((out / "audit.json").read_text())
 
 
+
 @pytest.fixture(scope="module")
 def audits(tmp_path_factory):
     """The tiny input-space audit with the engine's clipping, and with every example clipped to BREAK·C."""
     from tanplan.engine import routes
+    from tanplan.reports import audit as reports
+    from tanplan.workflow import audit_stats
 
     root = tmp_path_factory.mktemp("audit_input")
-    intact = _audit(root / "intact")
     original = routes.grad_sum_of
 
     def broken_clipping(job, *args):  # the sum's sensitivity is BREAK·C; the noise still σ·C
@@ -52,7 +56,13 @@ def audits(tmp_path_factory):
         return original(dataclasses.replace(job, privacy=privacy), *args)
 
     with pytest.MonkeyPatch.context() as patch:
+        fast_norm(patch)  # the same bounds, faster (helpers._Norm)
+        # jax-privacy's bound on counts, a pure function of six numbers: both runs plan the same guesses and
+        # ceilings for the same public (q, σ, S, M), and the broken run reads the intact run's values
+        patch.setattr(audit_stats, "_epsilon", functools.cache(audit_stats._epsilon))
+        intact = _audit(root / "intact")
         patch.setattr(routes, "grad_sum_of", broken_clipping)
+        patch.setattr(reports, "figure_scores", no_figure)  # no test reads the broken run's figure
         broken = _audit(root / "broken")
     return {"intact": intact, "broken": broken}
 

@@ -16,13 +16,14 @@ import types
 import jax
 import numpy as np
 import pytest
-from helpers import ROOT
+from helpers import ROOT, no_figure
 
 from tanplan import api, cli
 from tanplan.data import load_dataset
 from tanplan.dp import canaries, input_canaries
 from tanplan.dp.secret import CANARY, RunSecret
 from tanplan.engine import loop
+from tanplan.reports import audit as reports
 
 TINY_TOML = """
 [data]
@@ -60,6 +61,7 @@ def _one_line(code: int, out: str, err: str, fragment: str) -> None:
     assert fragment in err and "Traceback" not in err and out == "", err
 
 
+
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
     """The tiny audit, run by the command, with the canaries' wrapper it built (to compare the stored secret with)."""
@@ -77,6 +79,7 @@ def audited(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(canaries, "wrap", spy)
+        patch.setattr(reports, "figure_scores", no_figure)
         code, _, err = _cli("audit", "--config", toml, "--canaries", COUNT, "--out", root / "aud", "--quiet")
     assert code == 0, err[-3000:]
     assert len(wrapped) == 1

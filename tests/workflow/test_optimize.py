@@ -14,8 +14,10 @@ from tanplan.privacy.run_plan import resolve_plan
 from tanplan.workflow.optimize import frontier_window, optimize, planned_compute
 
 CONFIG = "experiments/mnist1d.toml"
-# N = 1,600, C = 512·20; proxies at B/8, at least 4 examples: the frontier (B ≥ 16) runs from S = 7 to 640
-OPT = SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=4"]
+# N = 1,600, C = 512·20; proxies at B/8, at least 8 examples: the frontier (B ≥ 32) runs from S = 7 to 320: the
+# simulated S = 10..160 with S = 7 below and 226, 320 above them (a floor of 4, B ≥ 16, added S = 453 and 640:
+# 1.2 CPU-s more of PLD calibrations, and changed no proxy batch of these)
+OPT = SMALL + ["optimize.savings=8", "optimize.min_proxy_batch_size=8"]
 quiet = lambda *a, **k: None  # noqa: E731
 
 
@@ -36,11 +38,20 @@ def peaked(peak_steps, top=0.8, curve=0.01):
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
+    from tanplan.reports import optimize as optimize_report
+
     out = tmp_path_factory.mktemp("optimize")
     cfg = load_config(CONFIG, OPT)
     train_fn = fake_train(peaked(40), noise=0.002, of_run=True)
     train_fn.lines = []  # what optimize logged
-    return cfg, train_fn, optimize(cfg, out, train_fn=train_fn, launch_best=True, log=train_fn.lines.append), out
+    # the report is written before the launch and again after it: its figure drawn once, the second time
+    drawn, figure = [], optimize_report.figure_frontier
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(optimize_report, "figure_frontier",
+                   lambda result, path: drawn.append(result.launch) or (figure(result, path) if result.launch else None))
+        result = optimize(cfg, out, train_fn=train_fn, launch_best=True, log=train_fn.lines.append)
+    assert len(drawn) == 2 and drawn[-1] is not None
+    return cfg, train_fn, result, out
 
 
 def test_optimize_says_its_planned_compute_before_any_proxy_trains(study):
@@ -145,7 +156,7 @@ def test_a_flat_frontier_is_reported_as_indistinguishable():
 
 
 @pytest.mark.parametrize("sets, kwargs, words", [
-    ([], {"compute": 10}, "smaller than one step of the smallest batch 16"),
+    (["optimize.min_proxy_batch_size=4"], {"compute": 10}, "smaller than one step of the smallest batch 16"),
     (["privacy.sigma=2"], {}, "privacy.sigma = 2 is not allowed"),
     (["privacy.private=false"], {}, "privacy.private = false is not allowed"),
     (["pruning.method=dp_snip", "pruning.rate=0.5"], {}, "dp_snip"),

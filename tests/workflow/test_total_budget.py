@@ -20,6 +20,22 @@ from tanplan.workflow.pipeline import run_pipeline
 from tanplan.workflow.sweep import search
 
 
+@pytest.fixture(autouse=True)
+def no_signals_no_figures(monkeypatch):
+    """What is checked here depends on the data's N, not on its signals: random rows of mnist1d's shapes stand in
+    for the private and public draws (generating them and importing mnist1d cost about 4 CPU-s in a cold cache).
+    The batch law's and the ladder's figures (7 in this module, a few tenths of a CPU-s each) are not checked
+    here: tests/workflow/test_fit_launch.py and test_ladder.py check that they are drawn."""
+    from tanplan.reports import ladder as ladder_report
+    from tanplan.workflow import fit as fit_module
+    from tanplan.workflow.pipeline import run as pipeline_run
+
+    use_mnist1d_shaped(monkeypatch)
+    for module in (fit_module, pipeline_run):
+        monkeypatch.setattr(module, "figure_scaling", lambda result, path, *a, **k: path)
+    monkeypatch.setattr(ladder_report, "figure_ladder", lambda result, path: path)
+
+
 def _no_training(*args, **kwargs):
     raise AssertionError("nothing may train")
 
@@ -38,8 +54,7 @@ def test_private_tuning_of_the_demo_is_refused_before_anything_is_written(tmp_pa
     from tanplan.workflow.ladder import budget_of
 
     # the figure depends on the demo's N, not on its signals: random rows of mnist1d's shapes stand in for the
-    # 20,000-row draw (about 14 CPU-s to generate in a cold cache)
-    use_mnist1d_shaped(monkeypatch)
+    # 20,000-row draw (about 14 CPU-s to generate in a cold cache; no_signals_no_figures)
     monkeypatch.setattr(loop, "train_and_evaluate", _no_training)
     monkeypatch.setattr(search, "run_sweep", _no_training)
     out = tmp_path / "run"
@@ -87,7 +102,8 @@ def fake_engine(monkeypatch):
 
 @pytest.mark.parametrize("tuning_data", ["private", "public"])
 def test_with_a_raised_total_the_run_trains_and_its_epsilon_is_the_total(tmp_path, fake_engine, tuning_data):
-    sets = SMALL + ["fit.batch_sizes=[16, 32]", "fit.seeds=2", f"tuning.data={tuning_data}",
+    # B' = 64, 128 (σ' = 0.74, 1.5; 16 and 32 had 0.18, 0.37): their ledgers compose by PLD, dearer near σ' = 0.1
+    sets = SMALL + ["fit.batch_sizes=[64, 128]", "fit.seeds=2", f"tuning.data={tuning_data}",
                     "privacy.total_epsilon=1e6", "fit.max_half_width=50"]  # two rungs' width is not the point here
     summary = run_pipeline(load_config(CONFIG, sets), tmp_path / "run", log=lambda *a: None)
     assert fake_engine.plan_reports == [tmp_path / "run" / "plan"]  # the plan stage ran, once
@@ -144,8 +160,9 @@ def _sweep(tmp_path, monkeypatch, capsys, fake, sets, name="sweep"):
     from test_tuning_routes import _sweep_without_ray
 
     monkeypatch.setattr(search, "run_sweep", _sweep_without_ray(fake))
+    # B' = 64 (σ' = 0.45): the launches compose its runs by PLD, which costs more the nearer σ' is to its floor 0.1
     code, _, err = run_cli(capsys, "sweep", "--config", CONFIG, *sum([["--set", s] for s in sets], []),
-                           "--proxy-batch-size", "32", "--out", str(tmp_path / name))
+                           "--proxy-batch-size", "64", "--out", str(tmp_path / name))
     assert code == 0, err
     return tmp_path / name / "best.json"
 
@@ -197,11 +214,13 @@ def test_an_edited_tuning_record_is_refused_and_a_missing_one_recomputed(tmp_pat
     assert "checked on its 2 runs" in stdout and Path(tmp_path / "launch2" / "launch.json").is_file()
 
 
-# "auto" at B = 256 needs fit.compute_budget = 0: the pipeline's budget (never more than the launch) cannot pay it
-@pytest.mark.parametrize("mode", [["--batch-sizes", "32,64", "--seeds", "2", "--launch-anyway"],
-                                  ["--batch-sizes", "auto", "--set", "fit.compute_budget=0"],
-                                  ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "32", "--seeds", "1"],
-                                  ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "32", "--seeds", "1"]],
+# "auto" at B = 256 needs fit.compute_budget = 0: the pipeline's budget (never more than the launch) cannot pay it.
+# Proxies of B' ≥ 64 (σ' ≥ 0.45): each refusal is a PLD composition, and B' = 16 or 32 (σ' = 0.11, 0.23, near PLD's
+# floor of 0.1) made the four modes' cost 1.5 CPU-s more
+@pytest.mark.parametrize("mode", [["--batch-sizes", "64,128", "--seeds", "2", "--launch-anyway"],
+                                  ["--batch-sizes", "auto", "--set", "fit.compute_budget=0", "--set", "fit.ladder_start=64"],
+                                  ["--vary", "steps", "--factors", "1,2", "--proxy-batch-size", "64", "--seeds", "1"],
+                                  ["--vary", "data", "--factors", "0.5,1", "--proxy-batch-size", "64", "--seeds", "1"]],
                          ids=["batch", "ladder", "steps", "data"])
 def test_every_fit_mode_on_the_private_set_is_bounded_before_it_trains(tmp_path, monkeypatch, capsys, mode):
     fake = fake_train()
