@@ -21,6 +21,8 @@ CANARIES = "300"
 # the claim from 30 right. Right guesses measured: broken 33.75 of 36 (width 64: 33.4), intact 19.6 (18.8), so
 # P(intact ≥ 30 right), the false alarm, ≈ 3e-4 (Binomial(36, 0.54); 1e-4 at width 64), and P(broken ≤ 29), the
 # miss, ≈ 0.6% (Binomial(36, 0.94); 1.3% at width 64), less where guessing every canary still exceeds the claim.
+# 21 later intact audits (2026-11-29) averaged 22.6 right (at most 28): at that rate the false alarm is ≈ 0.6%
+# (Binomial(36, 0.63)); more canaries would lower both rates, at more CPU-s.
 BREAK = 10
 
 
