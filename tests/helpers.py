@@ -1,5 +1,6 @@
 """Shared pieces of the launch tests: a tiny config and a `tanplan launch` subprocess."""
 
+import importlib.util
 import json
 import os
 import pickle
@@ -25,6 +26,16 @@ def tiny_overrides(path, *extra):
 
 # Runs that must be compared bit for bit share their noise: privacy.noise_seed (tests only, NOT private).
 SEEDED = TINY + ["privacy.noise_seed=7"]
+
+
+def skip_module_without(*packages) -> None:
+    """Skip the calling test module where a package is not installed, found without importing it: every
+    xdist worker collects every module, and importing Ray's tune there costs ~1.3 CPU-s a worker."""
+    import pytest
+
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"{missing[0]} is not installed", allow_module_level=True)
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:

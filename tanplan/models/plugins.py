@@ -36,6 +36,10 @@ from tanplan.plugins import resolve
 # every other row watched (a model that adds row i-1 into row i leaves row 0 alone).
 PROBE_ROWS = 4
 
+# Modules that passed check_per_example in this process, with the shape, seed and class count they passed at:
+# a stage validates its model before loading data and again when it builds the run (a refusal is never kept).
+_PASSED: set = set()
+
 
 def create_plugin(path: str, num_classes: int, *, width: int = 0, depth: int = 0, norm_order: str = "conv_gn_relu",
                   options: dict | None = None, input_shape=None):
@@ -98,7 +102,22 @@ class NnxModel:
 def check_per_example(module, input_shape, name: str, seed: int = 0, num_classes: int = 0) -> None:
     """UsageError (one line) unless `module` keeps no state but its parameters, its output for each example
     ignores the other examples of its batch (on a public synthetic batch of PROBE_ROWS rows, each changed
-    in turn) and, when num_classes > 0, it returns one row of num_classes finite logits per example."""
+    in turn) and, when num_classes > 0, it returns one row of num_classes finite logits per example.
+    A pass is remembered for this process, keyed by the module itself (a linen module: its class and
+    fields; an nnx model: that very object) and the arguments; a module that cannot be hashed is checked
+    every time."""
+    try:
+        key = (type(module), module, tuple(input_shape), name, seed, num_classes)
+        if key in _PASSED:
+            return
+    except TypeError:  # a field that cannot be hashed (a list, a dict): no memo
+        key = None
+    _check_per_example(module, input_shape, name, seed, num_classes)
+    if key is not None:
+        _PASSED.add(key)
+
+
+def _check_per_example(module, input_shape, name: str, seed: int, num_classes: int) -> None:
     import jax
     import jax.numpy as jnp
 

@@ -13,14 +13,23 @@ from pathlib import Path
 
 import pytest
 
-ray = pytest.importorskip("ray")
+from helpers import skip_module_without
+
+skip_module_without("ray")
 
 from tanplan import ray_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_local_ray_is_asked_for_loopback_no_dashboard_and_a_private_folder(monkeypatch):
+@pytest.fixture
+def ray():
+    import ray  # here, not at collection: every xdist worker collects this module
+
+    return ray
+
+
+def test_a_local_ray_is_asked_for_loopback_no_dashboard_and_a_private_folder(monkeypatch, ray):
     from ray._private import ray_constants
 
     seen = {}
@@ -44,7 +53,7 @@ def test_a_local_ray_is_asked_for_loopback_no_dashboard_and_a_private_folder(mon
     assert ray_constants.ENABLE_RAY_CLUSTER == before and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
 
 
-def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(monkeypatch):
+def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(monkeypatch, ray):
     """ray.init installs Ray's SIGTERM handlers (a C++ stack dump, exit 1): a session replaces them by an
     interrupt (the caller's `finally` shuts Ray down), and stop_ray restores the handler found before."""
     import signal
@@ -74,7 +83,7 @@ def test_sigterm_in_a_ray_session_is_an_interrupt_and_rays_handlers_are_undone(m
     ("127.0.0.1:99999", "is not allowed"),
     ("127.0.0.1:1", "no Ray cluster answers there"),
 ])
-def test_an_address_is_checked_before_ray_tries_it(monkeypatch, address, message):
+def test_an_address_is_checked_before_ray_tries_it(monkeypatch, ray, address, message):
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **kw: pytest.fail("Ray must not be tried"))
     with pytest.raises(ray_session.UsageError, match=message):

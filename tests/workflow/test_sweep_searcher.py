@@ -6,16 +6,22 @@ import pickle
 
 import pytest
 
-pytest.importorskip("ray")
-optuna = pytest.importorskip("optuna")
+from helpers import ROOT, skip_module_without
 
-from helpers import ROOT  # noqa: E402
+skip_module_without("ray", "optuna")
+
+import optuna  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 from tanplan.config import load_config  # noqa: E402
 from tanplan.workflow.sweep import search as sweep  # noqa: E402
-from tanplan.workflow.sweep.searcher import StudySearcher  # noqa: E402
 from tanplan.workflow.sweep.space import to_optuna  # noqa: E402
+
+
+def _study_searcher(*args, **kwargs):
+    from tanplan.workflow.sweep.searcher import StudySearcher  # here: it imports Ray Tune (collection stays light)
+
+    return StudySearcher(*args, **kwargs)
 
 SPACE = "{learning_rate={low=0.5,high=16.0,log=true}, momentum=[0.0,0.9]}"
 
@@ -35,7 +41,7 @@ def _searcher(tmp_path, spec, seed=100):
     storage = sweep.open_storage(tmp_path)
     search, _ = sweep.open_studies(tmp_path, spec, resume=False, storage=storage)
     sampler = optuna.samplers.TPESampler(seed=0, n_startup_trials=2)
-    return StudySearcher(to_optuna(spec.dims), storage=storage, study_name=search.study_name, sampler=sampler,
+    return _study_searcher(to_optuna(spec.dims), storage=storage, study_name=search.study_name, sampler=sampler,
                          seed=seed), search
 
 
@@ -83,7 +89,7 @@ def test_a_requeued_trial_comes_back_with_its_seed(tmp_path, spec):
 def _searcher_again(tmp_path, spec, name):
     storage = sweep.open_storage(tmp_path)
     sampler = optuna.samplers.TPESampler(seed=1)
-    return StudySearcher(to_optuna(spec.dims), storage=storage, study_name=name, sampler=sampler, seed=100), storage
+    return _study_searcher(to_optuna(spec.dims), storage=storage, study_name=name, sampler=sampler, seed=100), storage
 
 
 def test_searcher_pickles_without_its_open_study(tmp_path, spec):
