@@ -27,8 +27,13 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=0, help="train.steps (default: the config's; a quick check)")
     parser.add_argument("--out", default="", help="folder for the runs (default: a temporary one)")
+    parser.add_argument("--form", choices=["vmap", "each"], default=None,
+                        help="the packed step's form (default: the device's, tanplan.engine.packed.pack_form)")
     args = parser.parse_args()
 
+    from tanplan.runtime import configure_process
+
+    configure_process()  # as the command line does: XLA's CPU flag (tanplan.runtime), the compilation cache
     from tanplan.config import load_config
     from tanplan.dp.secret import RunSecret
     from tanplan.engine import loop, packed, setup
@@ -43,13 +48,17 @@ def main() -> None:
     setup.build(jobs[0], RunSecret.fresh())  # warm-up: data, the route's self-check and cost; no step, no file
 
     began = time.perf_counter()
-    together = packed.train_packed(jobs, [out / f"packed_s{k}" for k in range(len(jobs))])
+    together = packed.train_packed(jobs, [out / f"packed_s{k}" for k in range(len(jobs))], form=args.form)
     packed_seconds = time.perf_counter() - began
     began = time.perf_counter()
     alone = [loop.train_and_evaluate(job, out / f"separate_s{k}", progress=False) for k, job in enumerate(jobs)]
     separate_seconds = time.perf_counter() - began
 
-    print(f"{len(jobs)} proxies of {args.config} at B' = {args.batch_size} (σ' = {together[0].sigma:.4g}, "
+    import jax
+
+    form = args.form or packed.pack_form(jax.devices()[0])
+    print(f"{len(jobs)} proxies of {args.config} at B' = {args.batch_size}, packed as {form!r} "
+          f"(σ' = {together[0].sigma:.4g}, "
           f"S = {together[0].steps}, route {together[0].grad_method}, layout {together[0].layout.chunks}×"
           f"{together[0].layout.chunk_size}); runs in {out}")
     for name, seconds, runs in (("packed", packed_seconds, together), ("separate", separate_seconds, alone)):

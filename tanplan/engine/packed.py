@@ -8,19 +8,22 @@ Each of the K runs stays its own run, as tanplan.engine.loop would train it alon
 secret (a RunSecret from OS entropy, drawn, saved and bound to its own identity by its own RunFolder), its
 own Poisson batches, noise and augmentation views, its own ledger, evaluations, checkpoints and summary.json.
 Only the step is shared: each run's step before jit (`Run.keyed`, the same function of (state, batch,
-roots) for every run of one job) is jax.vmap'ed over a leading K axis of (state, batch, roots), so slice k
-releases, at step t,
+roots) for every run of one job) is compiled once for the pack, in one of two forms (`pack_form`): on an
+accelerator jax.vmap'ed over a leading K axis of (state, batch, roots), one program a step that fills the
+device; on the CPU one program called on each run's own (state, batch, roots) in turn (vmap turns the
+convolutions into grouped ones, which XLA's CPU backend runs 1.6× slower than K calls: measured, docs/
+performance.md). Either way slice k releases, at step t,
 
     Σ_{i ∈ P_t^k} clip_C(g_i(θ_k)) + N(0, σ²C² I),   the noise drawn from fold_in(run k's noise key, t)
 
 Guarantee, per run k, unchanged from one run alone: P_t^k is Poisson with probability q, drawn by run k's
 secret (its own StepBatches over its Mechanism.batch); the sum has sensitivity C under add/remove-one
-neighbours, because slice k reads only batch k's rows and θ_k (vmap maps no row of one slice into another:
-tests/engine/test_packed.py moves one example of slice k and sees only slice k's clipped sum move, by ≤ C);
+neighbours, because slice k reads only batch k's rows and θ_k (form "each": run k's own call; "vmap" maps no
+row of one slice into another: tests/dp/test_packed_sensitivity.py moves one example of slice k and sees
+only slice k's clipped sum move, by ≤ C);
 the noise is drawn once per step per run, from run k's key alone, and covers that run's whole sum. The
 accountant composes S Poisson-subsampled Gaussians of multiplier σ for each run, as for a run alone. The K
-batches are padded to one layout (the largest: padding chunks weigh zero, as in one run) and stacked; a
-step's cost is the pack's, whatever each draw held. What each run publishes is what it would publish alone,
+batches are padded to one layout (the largest: padding chunks weigh zero, as in one run); a step's cost is the pack's, whatever each draw held. What each run publishes is what it would publish alone,
 except its wall time and steps per second, which are the pack's (public: the layout, K and the device).
 A run whose released parameters stop being finite stops there (its steps accounted, TrainingDiverged once
 the pack ends); the others go on. A signal checkpoints every run and stops the pack (RunInterrupted); a
@@ -77,12 +80,13 @@ def packable(jobs: Sequence[RunJob]) -> str | None:
 
 
 def train_packed(jobs: Sequence[RunJob], workdirs: Sequence[str | Path | None], *, resume: bool = True,
-                 progress: bool = False) -> list[RunSummary]:
+                 progress: bool = False, form: str | None = None) -> list[RunSummary]:
     """Train the K jobs (`packable`) as one program, each into its own workdir; their RunSummaries, in order.
 
     resume: a run whose folder holds a checkpoint continues it (every run of the pack must then be at the same
-    step). Raises ValueError when the jobs cannot be packed, UsageError on bad input (before any step), and,
-    once every run's files are written, the first run's TrainingDiverged or RunInterrupted."""
+    step). form: "vmap" or "each" (default: `pack_form` of the device; the same releases either way).
+    Raises ValueError when the jobs cannot be packed, UsageError on bad input (before any step), and, once
+    every run's files are written, the first run's TrainingDiverged or RunInterrupted."""
     why = packable(jobs)
     if why is not None:
         raise ValueError(f"these runs cannot be packed: {why}")
@@ -102,7 +106,7 @@ def train_packed(jobs: Sequence[RunJob], workdirs: Sequence[str | Path | None], 
         for s in sessions[1:]:  # one compiled evaluation: the same model and task, other parameters
             s.run.eval_batch = sessions[0].run.eval_batch
         env = environment(sessions[0].run.mesh.devices.flat)
-        _train(sessions, progress)
+        _train(sessions, progress, form)
         summaries = [close_run(s, started=started, backend="local", env=env, hooks=NONE) for s in sessions]
     stopped = []
     for s, workdir in zip(sessions, workdirs):
@@ -132,13 +136,57 @@ def _open(stack: contextlib.ExitStack, job: RunJob, p: setup.Prepared, workdir, 
     return s
 
 
-def packed_step(runs: Sequence[setup.Run]) -> Callable:
-    """jit(vmap(run.keyed)) over a leading K axis of (state, batch, roots): slice k is run k's step on its own
-    state, batch and secret key data. The runs must be one job's (one route, no mechanism wrapper, no mask)."""
+def pack_form(device) -> str:
+    """How a pack runs on `device`: "vmap" (one program over the K axis) on an accelerator, "each" (one
+    program, called for each run) on the CPU, where vmap's grouped convolutions cost more than K calls."""
+    return "each" if device.platform == "cpu" else "vmap"
+
+
+def packed_step(runs: Sequence[setup.Run], form: str = "vmap") -> Callable:
+    """step(states, batch, roots) -> (states, metrics) of the K runs, slice k run k's step on its own state,
+    batch and secret key data. form "vmap": jit(vmap(run.keyed)) over a leading K axis of each argument;
+    "each": one jit(run.keyed) called on each run's slice, the arguments and results lists of K (`Pack`).
+    The runs must be one job's (one route, no mechanism wrapper, no mask)."""
     if len({r.route for r in runs}) != 1 or any(r.keyed is None or r.wrapped is not None or r.prune_mask is not None
                                                 for r in runs):
         raise ValueError("packed runs need one job's plain DP-SGD step (one route, no wrapper, no pruning mask)")
-    return jax.jit(jax.vmap(runs[0].keyed), donate_argnums=0)
+    if form == "vmap":
+        return jax.jit(jax.vmap(runs[0].keyed), donate_argnums=0)
+    one = jax.jit(runs[0].keyed, donate_argnums=0)
+
+    def each(states: list, batch: list, roots: list) -> tuple[list, list]:
+        outs = [one(*args) for args in zip(states, batch, roots, strict=True)]  # dispatched without waiting
+        return [state for state, _ in outs], [metrics for _, metrics in outs]
+
+    return each
+
+
+class Pack:
+    """The K runs' arrays in the pack's form: stacked on a leading K axis ("vmap") or lists of K ("each")."""
+
+    def __init__(self, form: str, device):
+        self.form, self.device = form, device
+
+    def put(self, trees: Sequence):
+        """The K trees in the pack's form on its device, copied through the host either way: the step donates
+        the pack's states, and each run's own (Session.state) must outlive them."""
+        if self.form == "vmap":
+            return stack(trees, self.device)
+        return [jax.device_put(jax.device_get(tree), self.device) for tree in trees]
+
+    def batch(self, drawn: Sequence[batches.Drawn]):
+        return packed_batch(drawn, self.device, stacked=self.form == "vmap")
+
+    def host_metrics(self, metrics) -> dict:
+        """{name: array of K} on the host, one transfer."""
+        host = jax.device_get(metrics)
+        return host if self.form == "vmap" else {name: np.stack([m[name] for m in host]) for name in host[0]}
+
+    def slice(self, tree, k: int, device):
+        """Run k's tree (of the pack's states, on the host or the device) on `device`."""
+        if self.form == "vmap":
+            return unstack(tree, k, device)
+        return jax.device_put(jax.device_get(tree[k]), device)  # a copy: the pack's state k is donated next step
 
 
 def stack(trees: Sequence, device=None):
@@ -153,15 +201,15 @@ def unstack(tree, k: int, device=None):
     return jax.device_put(jax.tree.map(lambda leaf: np.asarray(leaf)[k], jax.device_get(tree)), device)
 
 
-def packed_batch(drawn: Sequence[batches.Drawn], device) -> dict:
+def packed_batch(drawn: Sequence[batches.Drawn], device, stacked: bool = True):
     """The K runs' padded batches (this process's one block each) as one (K, chunks, rows, ...) batch on
-    `device`; a run whose layout has fewer chunks gets padding chunks (mask False, weight zero)."""
+    `device`, or (stacked False) a list of K (chunks, rows, ...) batches; a run whose layout has fewer chunks
+    gets padding chunks (mask False, weight zero): every run of the pack steps at one layout."""
     chunks = max(d.mask.shape[1] for d in drawn)
-    out = {}
-    for name in BATCH_KEYS:
-        parts = [_pad_chunks(getattr(d, name)[0], chunks) for d in drawn]
-        out[name] = jax.device_put(np.stack(parts), device)
-    return out
+    parts = {name: [_pad_chunks(getattr(d, name)[0], chunks) for d in drawn] for name in BATCH_KEYS}
+    if stacked:
+        return {name: jax.device_put(np.stack(arrays), device) for name, arrays in parts.items()}
+    return [jax.device_put({name: parts[name][k] for name in BATCH_KEYS}, device) for k in range(len(drawn))]
 
 
 def _pad_chunks(a: np.ndarray, chunks: int) -> np.ndarray:
@@ -170,14 +218,15 @@ def _pad_chunks(a: np.ndarray, chunks: int) -> np.ndarray:
     return np.concatenate([a, np.zeros((chunks - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
-def _train(sessions: list[Session], progress: bool) -> None:
+def _train(sessions: list[Session], progress: bool, form: str | None) -> None:
     """Steps start..S of every run, one packed program a step; whatever stops them, every step that ran is in
     each run's ledger (and ledger.json) before the error propagates."""
     first = sessions[0]
     plan = first.run.plan
-    step = packed_step([s.run for s in sessions])
     device = first.run.mesh.devices.flat[0]
-    states, roots = stack([s.state for s in sessions], device), stack([s.roots for s in sessions], device)
+    pack = Pack(form or pack_form(device), device)
+    step = packed_step([s.run for s in sessions], pack.form)
+    states, roots = pack.put([s.state for s in sessions]), pack.put([s.roots for s in sessions])
     bar = tqdm(total=plan.steps, initial=first.start, file=sys.stderr, disable=not progress, unit="step",
                dynamic_ncols=True, desc=f"{first.job.experiment.name} B={plan.batch_size} ×{len(sessions)} packed")
     pending = None
@@ -185,13 +234,13 @@ def _train(sessions: list[Session], progress: bool) -> None:
         with loop._Signals() as signals, contextlib.ExitStack() as readers:
             rs = [readers.enter_context(_reader(s)) for s in sessions]
             for t in range(first.start, plan.steps):
-                states, metrics = step(states, _batch(sessions, rs, t, device), roots)
-                pending = _after_step(sessions, states, metrics, pending, t + 1, signals.signum)
+                states, metrics = step(states, _batch(sessions, rs, t, pack), roots)
+                pending = _after_step(sessions, pack, states, metrics, pending, t + 1, signals.signum)
                 bar.update(1)
                 if signals.signum is not None or all(s.diverged_at is not None for s in sessions):
                     break
             if pending is not None:
-                _settle(sessions, *pending, states)
+                _settle(sessions, pack, *pending, states)
     except BaseException as err:
         for s in sessions:
             if s.ran > s.start:  # the steps that ran, in ledger.json before the error propagates
@@ -211,16 +260,16 @@ def _reader(s: Session) -> batches.StepBatches:
                                num_classes=s.run.label_classes, input_shape=s.run.dataset.input_shape, threads=1)
 
 
-def _batch(sessions: list[Session], readers: list[batches.StepBatches], t: int, device) -> dict:
+def _batch(sessions: list[Session], readers: list[batches.StepBatches], t: int, pack: Pack):
     """Step t's packed batch: each run's own Poisson batch, its layout grown if its draw outgrew it."""
     drawn = []
     for s, reader in zip(sessions, readers):
         s.grow_layout(t, len(reader.indices(t, s.layout)))
         drawn.append(reader.take_host(t, s.layout))
-    return packed_batch(drawn, device)
+    return pack.batch(drawn)
 
 
-def _after_step(sessions: list[Session], states, metrics, pending, done: int, signum: int | None):
+def _after_step(sessions: list[Session], pack: Pack, states, metrics, pending, done: int, signum: int | None):
     """Session.after_step for the pack: the previous step's metrics settled (one transfer for all K), the
     clocks, and when due the evaluations and checkpoints of every live run on its own slice. Returns the
     metrics left pending."""
@@ -230,10 +279,10 @@ def _after_step(sessions: list[Session], states, metrics, pending, done: int, si
             s.ran = done
     is_eval, is_ckpt = due(job.train, done, steps)
     if pending is not None:
-        _settle(sessions, *pending, states)
+        _settle(sessions, pack, *pending, states)
     pending = (metrics, done)
     if sessions[0].clock is None or is_eval or is_ckpt or signum is not None:
-        _settle(sessions, metrics, done, states)  # compile time, evaluations, checkpoints: wait
+        _settle(sessions, pack, metrics, done, states)  # compile time, evaluations, checkpoints: wait
         pending = None
     live = [(k, s) for k, s in enumerate(sessions) if s.diverged_at is None]
     for _, s in live:
@@ -244,7 +293,7 @@ def _after_step(sessions: list[Session], states, metrics, pending, done: int, si
     if is_eval or is_ckpt or signum is not None:
         host = jax.device_get(states)  # one transfer for every run's slice
         for k, s in live:
-            s.state = unstack(host, k, s.run.mesh.devices.flat[0])
+            s.state = pack.slice(host, k, s.run.mesh.devices.flat[0])
     if is_eval:
         _evaluate_all([s for _, s in live], done)
     for _, s in live:
@@ -265,16 +314,16 @@ def _evaluate_all(sessions: list[Session], done: int) -> None:
         s.eval_seconds = seconds + spent
 
 
-def _settle(sessions: list[Session], metrics, step: int, states) -> None:
+def _settle(sessions: list[Session], pack: Pack, metrics, step: int, states) -> None:
     """Step `step`'s metrics on the host for every live run: its private batch's loss and accuracy (s.last),
     or, when its released parameters are not all finite, its stop there (its steps accounted, as the loop's)."""
-    host = jax.device_get(metrics)
+    host = pack.host_metrics(metrics)
     for k, s in enumerate(sessions):
         if s.diverged_at is not None:
             continue
         if not bool(host["params_finite"][k]):
             s.diverged_at = step
             s.ledger.advance(s.release, s.ran)  # diverged_at_step is published: the steps behind it count
-            s.state = unstack(states, k, s.run.mesh.devices.flat[0])
+            s.state = pack.slice(states, k, s.run.mesh.devices.flat[0])
         else:
             s.last = {name: float(v[k]) for name, v in host.items() if name != "params_finite"}

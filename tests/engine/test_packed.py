@@ -3,6 +3,7 @@ pack has its own secret, from OS entropy, and no public file of a pack lets one 
 packed rung writes the K ordinary results the ladder and fit read back."""
 
 import json
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +36,8 @@ def _batch(run, secret, t=0):
     return sampling.gather_batch(run.dataset.x_train, run.dataset.y_train, index, mask)
 
 
-@pytest.mark.parametrize("route", ["auto", "vmap"])
-def test_the_packed_steps_slice_k_is_the_single_runs_step(tiny_npz, route):
+@pytest.mark.parametrize("route, form", [("auto", "vmap"), ("vmap", "vmap"), ("auto", "each")])
+def test_the_packed_steps_slice_k_is_the_single_runs_step(tiny_npz, route, form):
     jobs = _jobs(tiny_npz, 2, f"train.grad_method={route}")
     secrets = [RunSecret.fresh(), RunSecret.fresh()]
     runs = [setup.build(job, secret) for job, secret in zip(jobs, secrets)]
@@ -45,22 +46,27 @@ def test_the_packed_steps_slice_k_is_the_single_runs_step(tiny_npz, route):
     chunks = max(b["mask"].shape[0] for b in bs)
     bs = [{k: packed._pad_chunks(v, chunks) for k, v in b.items()} for b in bs]
     copy = lambda tree: jax.tree.map(jnp.array, tree)  # noqa: E731  (the steps donate their state)
-    got, metrics = packed.packed_step(runs)(packed.stack([copy(s) for s in states]), packed.stack(bs),
-                                            packed.stack([r.roots for r in runs]))
+    pack = packed.Pack(form, jax.devices()[0])
+    drawn = [SimpleNamespace(**{name: b[name][None] for name in packed.BATCH_KEYS}) for b in bs]  # one block each
+    got, metrics = packed.packed_step(runs, form)(pack.put([copy(s) for s in states]), pack.batch(drawn),
+                                                  pack.put([r.roots for r in runs]))
+    metrics = pack.host_metrics(metrics)
     for k, (run, state, batch) in enumerate(zip(runs, states, bs)):
         # run k's step: this job's one program, on run k's state, batch and roots (it closes over no secret)
         want, want_metrics = runs[0].step(copy(state), batch, run.roots)
-        for a, b in zip(jax.tree.leaves(packed.unstack(got, k)), jax.tree.leaves(want), strict=True):
+        for a, b in zip(jax.tree.leaves(pack.slice(got, k, None)), jax.tree.leaves(want), strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
         for name, value in want_metrics.items():
             np.testing.assert_allclose(np.asarray(metrics[name][k]), np.asarray(value), rtol=1e-6, atol=1e-6)
-    assert not np.allclose(np.asarray(jax.tree.leaves(got.params)[0][0]), np.asarray(jax.tree.leaves(got.params)[0][1]))
+    first = [jax.tree.leaves(pack.slice(got, k, None).params)[0] for k in range(2)]
+    assert not np.allclose(np.asarray(first[0]), np.asarray(first[1]))
 
 
-def test_packed_proxies_have_secrets_of_their_own_and_no_public_file_removes_their_noise(tiny_npz, tmp_path):
+@pytest.mark.parametrize("form", ["vmap", "each"])
+def test_packed_proxies_have_secrets_of_their_own_and_no_public_file_removes_their_noise(tiny_npz, tmp_path, form):
     jobs = _jobs(tiny_npz, 2, *SETTINGS)
     outs = [tmp_path / "p0", tmp_path / "p1"]
-    summaries = packed.train_packed(jobs, outs)
+    summaries = packed.train_packed(jobs, outs, form=form)
     assert all(s.steps == 1 and s.noise_secret for s in summaries)
     secrets = [RunSecret(tuple(json.loads((out / "checkpoint" / "run_secret.json").read_text())["words"]))
                for out in outs]
@@ -93,6 +99,11 @@ def test_a_packed_rung_writes_the_results_the_ladder_reads_back(tiny_npz, tmp_pa
         assert json.loads((workdir / "ledger.json").read_text())["steps"] == 6
     again = train_runs(cfg, [(16, 0), (16, 1), (16, 2)], tmp_path, log=log.append, label="ladder")
     assert [r.test_accuracy for r in again] == [r.test_accuracy for r in rows]  # read back, not trained again
+
+
+def test_the_pack_form_follows_the_device():
+    assert packed.pack_form(jax.devices("cpu")[0]) == "each"  # vmap's grouped convolutions: slower on the CPU
+    assert packed.pack_form(SimpleNamespace(platform="gpu")) == "vmap"
 
 
 def test_only_the_seeds_of_one_job_pack_and_the_setting_is_checked(tiny_npz):
