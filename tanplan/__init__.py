@@ -11,7 +11,7 @@ Each stage returns a typed result, a frozen dataclass of tanplan.outcomes whose 
 the matching command prints with --json. Each name is imported on first use, so `import tanplan` changes
 nothing in the process and imports no JAX, pandas, matplotlib or Ray: the planner must answer in about a
 second. Process-wide settings (XLA's CPU flag, the compilation cache) are made by the command line's entry
-point, tanplan.runtime.configure_process().
+point and by each API stage that runs JAX, before its first JAX work: tanplan.runtime.configure_process().
 
 The package, in layers from the bottom (docs/design.md; tests/test_layers.py keeps every import pointing
 down): errors, fileio, runtime, ray_session, extras, provenance, plugins; config; privacy/ (the JAX-free

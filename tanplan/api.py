@@ -12,8 +12,8 @@ line naming the value), and returns a frozen dataclass whose to_dict() is the JS
 --json. Nothing here prints: progress goes to stderr only when `progress=True`, stage logs to `log`.
 Importing this module imports no JAX: planning stays a base install.
 
-A facade: each function checks its arguments' types (tanplan.arguments), makes the Config (as_config) and
-calls its stage's entry in tanplan.workflow (docs/design.md, "Where each stage lives").
+A facade: each function checks its arguments' types (tanplan.arguments; a stage that runs JAX also makes the
+command line's process settings), makes the Config (as_config) and calls its stage's entry in tanplan.workflow.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Mapping
 
-from tanplan.arguments import typed
+from tanplan.arguments import stage, typed
 from tanplan.config import Config, load_config, parse_override
 from tanplan.errors import UsageError
 from tanplan.outcomes.audit import AuditResult
@@ -103,7 +103,7 @@ def frontier(dataset_size: int, epsilon: float, *, compute: int | None = None, d
 # Training stages: each entry imports JAX, so each is imported when called (`import tanplan` stays JAX-free)
 
 
-@typed
+@stage
 def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           resume: bool = False, progress: bool = False, writers: Iterable = ()):
     """One DP-SGD run of the config (its proxy when train.proxy_batch_size > 0); its RunSummary (summary.json).
@@ -113,7 +113,7 @@ def train(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
     return train_entry(as_config(config, overrides), out, resume=resume, progress=progress, writers=writers)
 
 
-@typed
+@stage
 def pretrain(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
              progress: bool = False):
     """The model trained without privacy on the PUBLIC tuning set (checked to share no example with the private
@@ -133,7 +133,7 @@ def load_run(folder: str | os.PathLike):
     return read(released_folder(folder, "folder"))
 
 
-@typed
+@stage
 def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
            best: str | os.PathLike | None = None, resume: bool = False, backend: str = "local",
            num_workers: int = 1, gpus_per_worker: int = 0, address: str | None = None,
@@ -147,7 +147,7 @@ def launch(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides =
                         allow_public_noise=allow_public_noise, progress=progress)
 
 
-@typed
+@stage
 def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
           proxy_batch_size: int | None = None, trials: int | None = None, top_k: int | None = None,
           seeds: int | None = None, scheduler: str | None = None, max_concurrent: int | None = None,
@@ -163,7 +163,7 @@ def sweep(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = 
                        address=address, resume=resume, log=log)
 
 
-@typed
+@stage
 def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None,
         best: str | os.PathLike | None = None, batch_sizes: Iterable[int] | str | None = None,
         seeds: int | None = None, vary: str = "batch", factors: Iterable[float] | None = None,
@@ -179,7 +179,7 @@ def fit(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
                      factors=factors, proxy_batch_size=proxy_batch_size, law=law, log=log)
 
 
-@typed
+@stage
 def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = None, trials: int | None = None,
         proxy_batch_size: int | None = None, launch_anyway: bool = False, tune_data: str | None = None,
         address: str | None = None, baselines: bool = False, baseline_features: str | None = None,
@@ -196,7 +196,7 @@ def run(config: ConfigLike, out: str | os.PathLike, *, overrides: Overrides = No
                      launch_anyway=launch_anyway, resume=resume)
 
 
-@typed
+@stage
 def compare_routes(config: ConfigLike, out: str | os.PathLike, routes: Iterable[str] | str, *,
                    overrides: Overrides = None, launch_best: bool = False, trials: int | None = None,
                    proxy_batch_size: int | None = None, tune_data: str | None = None, address: str | None = None,
@@ -209,7 +209,7 @@ def compare_routes(config: ConfigLike, out: str | os.PathLike, routes: Iterable[
                         trials=trials, proxy_batch_size=proxy_batch_size, address=address, log=log, resume=resume)
 
 
-@typed
+@stage
 def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Overrides = None,
              best: str | os.PathLike | None = None, compute: int | None = None, device_hours: float | None = None,
              samples_per_second: float | None = None, launch: bool = False, log: Callable = lambda *a, **k: None,
@@ -223,7 +223,7 @@ def optimize(config: ConfigLike, out: str | os.PathLike | None, *, overrides: Ov
                           source=source)
 
 
-@typed
+@stage
 def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
           canaries: int | None = None, proxy_batch_size: int | None = None, confidence: float | None = None,
           progress: bool = False, log: Callable[[str], None] = lambda line: None,
@@ -236,7 +236,7 @@ def audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, ov
                        confidence=confidence, progress=progress, log=log, canary_kind=canary_kind)
 
 
-@typed
+@stage
 def final_audit(config: ConfigLike = None, out: str | os.PathLike | None = None, *, overrides: Overrides = None,
                 canaries: int | None = None, kind: str | None = None, proxy_batch_size: int | None = None,
                 confidence: float | None = None, progress: bool = False,

@@ -72,3 +72,28 @@ def test_numpy_integers_are_whole_numbers_to_the_api():
     assert type(given.plan.dataset_size) is int
     with pytest.raises(tanplan.UsageError, match="dataset size 1000.5"):
         tanplan.plan(1000.5, 100, 100, sigma=1.0)
+
+
+JAX_STAGES = ("train", "pretrain", "launch", "sweep", "fit", "run", "compare_routes", "optimize", "audit",
+              "final_audit")
+
+
+def test_every_stage_that_runs_jax_makes_the_command_lines_process_settings(monkeypatch):
+    """A notebook's stage call sets XLA's CPU flag and the compilation cache as `tanplan` does at its entry
+    (before the arguments are checked, so a refused call shows it); the user's own flags are kept, and the
+    planner leaves the process alone."""
+    import os
+
+    from tanplan import runtime
+
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    for name in JAX_STAGES:
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+        monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+        with pytest.raises(tanplan.UsageError):
+            getattr(tanplan, name)(123, 456)  # refused by the type check: nothing runs
+        assert os.environ["XLA_FLAGS"].split() == ["--xla_cpu_enable_fast_math=false", runtime.CPU_FLAG], name
+        assert os.environ["JAX_COMPILATION_CACHE_DIR"] == os.path.join(runtime.cache_root(), "jax"), name
+    monkeypatch.setenv("XLA_FLAGS", "")
+    tanplan.plan(dataset_size=2000, batch_size=200, steps=20, epsilon=1.0)
+    assert os.environ["XLA_FLAGS"] == ""
