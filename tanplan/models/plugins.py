@@ -103,15 +103,19 @@ def check_per_example(module, input_shape, name: str, seed: int = 0, num_classes
     """UsageError (one line) unless `module` keeps no state but its parameters, its output for each example
     ignores the other examples of its batch (on a public synthetic batch of PROBE_ROWS rows, each changed
     in turn) and, when num_classes > 0, it returns one row of num_classes finite logits per example.
-    A pass is remembered for this process, keyed by the module itself (a linen module: its class and
-    fields; an nnx model: that very object) and the arguments; a module that cannot be hashed is checked
-    every time."""
-    try:
-        key = (type(module), module, tuple(input_shape), name, seed, num_classes)
-        if key in _PASSED:
-            return
-    except TypeError:  # a field that cannot be hashed (a list, a dict): no memo
-        key = None
+    A linen module's pass is remembered for this process, keyed by the module itself (its class and fields)
+    and the arguments; an nnx model (a new object each time, holding its arrays) or a linen module that
+    cannot be hashed is checked every time."""
+    import flax.linen as nn
+
+    key = None
+    if isinstance(module, nn.Module):
+        try:
+            key = (type(module), module, tuple(input_shape), name, seed, num_classes)
+            if key in _PASSED:
+                return
+        except TypeError:  # a field that cannot be hashed (a list, a dict): no memo
+            key = None
     _check_per_example(module, input_shape, name, seed, num_classes)
     if key is not None:
         _PASSED.add(key)

@@ -1,6 +1,6 @@
-"""check_per_example remembers a pass for the process (a stage checks its model before loading data and again
-when it builds the run), keyed by the module itself: an equal module of the same class is not checked again,
-another class with the same fields is, and a refusal is never remembered."""
+"""check_per_example remembers a linen module's pass for the process (a stage checks its model before loading data
+and again when it builds the run), keyed by the module itself: an equal module of the same class is not checked
+again, another class with the same fields is, and a refusal is never remembered."""
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -69,7 +69,16 @@ def test_a_refusal_is_never_remembered_and_another_class_is_checked(checked):
     assert checked == ["PerRow", "Centred", "Centred"]
 
 
-def test_a_module_that_cannot_be_hashed_is_checked_every_time(checked):
+class PureRows:  # not a linen module (as an nnx model's wrapper is not): init/apply only, checked every time
+    def init(self, key, x):
+        return {"params": {"w": jnp.ones((x.shape[1], 3))}}
+
+    def apply(self, variables, x):
+        return x @ variables["params"]["w"]
+
+
+def test_a_module_that_cannot_be_hashed_or_is_not_linen_is_checked_every_time(checked):
     for _ in range(2):
         plugins.check_per_example(Listed([4, 3]), (5,), "m:Listed", num_classes=3)
-    assert checked == ["Listed", "Listed"]
+        plugins.check_per_example(PureRows(), (5,), "m:PureRows", num_classes=3)
+    assert checked == ["Listed", "PureRows"] * 2
