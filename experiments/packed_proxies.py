@@ -3,6 +3,7 @@
 on one device), in one process; both wall times, their ratio and each group's test accuracy.
 
     PYTHONPATH=. .venv/bin/python experiments/packed_proxies.py [--proxies 8] [--batch-size 64] [--out DIR]
+        [--form vmap|each] [--step-timing]
 
 The demo's config (experiments/mnist1d.toml: target B = 4096, S = 300, ε = 0.7), its proxies as the ladder
 builds them (the [tuning] data, train.proxy_batch_size = B', σ' = σ·B'/B), experiment seeds 0..K-1; every
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=0, help="train.steps (default: the config's; a quick check)")
     parser.add_argument("--out", default="", help="folder for the runs (default: a temporary one)")
+    parser.add_argument("--step-timing", action="store_true",
+                        help="time the packed step alone in both forms (no run written), not the runs")
     parser.add_argument("--form", choices=["vmap", "each"], default=None,
                         help="the packed step's form (default: the device's, tanplan.engine.packed.pack_form)")
     args = parser.parse_args()
@@ -46,6 +49,9 @@ def main() -> None:
     jobs = [job_of(members.proxy(args.batch_size, seed)) for seed in range(args.proxies)]
     out = Path(args.out or tempfile.mkdtemp(prefix="packed_proxies_"))
     setup.build(jobs[0], RunSecret.fresh())  # warm-up: data, the route's self-check and cost; no step, no file
+    if args.step_timing:
+        step_timing(jobs)
+        return
 
     began = time.perf_counter()
     together = packed.train_packed(jobs, [out / f"packed_s{k}" for k in range(len(jobs))], form=args.form)
@@ -69,6 +75,44 @@ def main() -> None:
     spread = max(statistics.stdev(r.test_accuracy for r in g) for g in (together, alone))
     print(f"  packed ÷ separate wall time: {packed_seconds / separate_seconds:.3f}; "
           f"|Δ mean| {gap:.4f} {'within' if gap <= spread else 'OUTSIDE'} the larger spread {spread:.4f}")
+
+
+def step_timing(jobs) -> None:
+    """The K runs' step alone, compiled, on step 0's Poisson batches: median milliseconds of 20 calls of the pack in
+    each form, and the cores busy meanwhile (process CPU-s ÷ wall-s)."""
+    import jax
+
+    from tanplan.dp import sampling
+    from tanplan.dp import step as dp_step
+    from tanplan.dp.secret import RunSecret
+    from tanplan.engine import batches, packed, setup
+
+    runs = [setup.build(job, RunSecret.fresh()) for job in jobs]
+    device = jax.devices()[0]
+    layout = sampling.batch_layout(runs[0].dataset.num_train, runs[0].plan.q, jobs[0].perf.physical_batch_size)
+    drawn = []
+    for run in runs:
+        with batches.StepBatches(run.dataset.train, run.mechanism.batch, run.mesh, stop=1,
+                                 num_classes=run.label_classes, input_shape=run.dataset.input_shape) as reader:
+            drawn.append(reader.take_host(0, layout))
+    for form in ("vmap", "each"):
+        pack = packed.Pack(form, device)
+        step = packed.packed_step(runs, form)
+        states = pack.put([dp_step.create_train_state(r.params, r.optimizer, r.job.train.ema_decay) for r in runs])
+        batch, roots = pack.batch(drawn), pack.put([r.roots for r in runs])
+        began = time.perf_counter()
+        states, metrics = step(states, batch, roots)
+        jax.block_until_ready(metrics)
+        compiled = time.perf_counter() - began
+        times, cpu, wall = [], time.process_time(), time.perf_counter()
+        for _ in range(20):
+            began = time.perf_counter()
+            states, metrics = step(states, batch, roots)
+            jax.block_until_ready(metrics)
+            times.append(time.perf_counter() - began)
+        busy = (time.process_time() - cpu) / (time.perf_counter() - wall)
+        print(f"  {form:5s} step of {len(runs)}: {1000 * statistics.median(times):6.1f} ms (median of 20), "
+              f"{busy:.2f} cores busy, first call {compiled:.1f} s (compilation)")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Only the step is shared: each run's step before jit (`Run.keyed`, the same funct
 roots) for every run of one job) is compiled once for the pack, in one of two forms (`pack_form`): on an
 accelerator jax.vmap'ed over a leading K axis of (state, batch, roots), one program a step that fills the
 device; on the CPU one program called on each run's own (state, batch, roots) in turn (vmap turns the
-convolutions into grouped ones, which XLA's CPU backend runs 1.6× slower than K calls: measured, docs/
+convolutions into grouped ones, which XLA's CPU backend runs 1.9× slower than K calls: measured, docs/
 performance.md). Either way slice k releases, at step t,
 
     Σ_{i ∈ P_t^k} clip_C(g_i(θ_k)) + N(0, σ²C² I),   the noise drawn from fold_in(run k's noise key, t)
