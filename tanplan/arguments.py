@@ -53,8 +53,9 @@ def typed(fn):
 def stage(fn):
     """typed(fn) for a stage that runs JAX, which first makes the process settings `tanplan` makes at its entry
     (tanplan.runtime.configure_process: XLA's CPU flag, the compilation cache): `tanplan.train` in a notebook
-    steps as fast as `tanplan train` (without the flag: about 2x slower DP steps on the demo's proxies). They
-    take effect where JAX has not started its backend yet."""
+    steps as fast as `tanplan train` (without the flag: about 2x slower DP steps on the demo's proxies). The
+    flag takes effect where JAX has not started a backend yet, the cache where JAX was not imported yet (its
+    config reads the environment at import): in a notebook, call the stage before any JAX of your own."""
     checked = typed(fn)
 
     @functools.wraps(fn)
