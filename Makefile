@@ -13,9 +13,12 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv installs what pip would, from the same registries, in seconds rather than a minute and a half
-	$(BIN)/python -m pip install --quiet "uv>=0.5,<1"
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	# uv installs what pip would, from the same registries, in seconds rather than a minute and a half. It goes
+	# in by the interpreter's own pip where it has one (pip >= 22.3 installs into another environment); else the
+	# venv gets a pip of its own first (ensurepip: 5 s more)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet "uv>=0.5,<1" 2>/dev/null || \
+	  { $(BIN)/python -m ensurepip --default-pip >/dev/null && $(BIN)/python -m pip install --quiet "uv>=0.5,<1"; }
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[train,test]"
 	touch $(STAMP)
 
