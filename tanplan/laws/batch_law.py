@@ -499,7 +499,7 @@ class Prediction:
     var_mean: float  # the law's mean at B: coefficients' uncertainty, and the knee's place (var_knee)
     var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
     var_misspecification: float  # the forward held-out error beyond seed noise
-    var_test_sets: float  # NOT in the interval: proxies and launch evaluated on different test sets (binomial)
+    var_test_sets: float  # proxies and launch evaluated on different test sets: their offset (binomial), in the interval
     misspecification_measured: bool = True  # False: no rung held out, the stated UNMEASURED_MISSPECIFICATION_STD
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
@@ -527,7 +527,10 @@ class Prediction:
 
     @property
     def variance(self) -> float:
-        return self.var_mean + self.var_launch + self.var_misspecification + self.var_data_size
+        """The interval's variance: the law's mean, one launch, misspecification, and the known terms: the data
+        size's and the two test sets' offset (a fixed difference the proxies cannot show, but the launch meets)."""
+        return (self.var_mean + self.var_launch + self.var_misspecification + self.var_data_size
+                + self.var_test_sets)
 
     @property
     def half_width(self) -> float:
@@ -557,9 +560,11 @@ class Prediction:
             predicted_accuracy=self.mean, prediction_interval=self.interval, level=self.level,
             half_width=self.half_width, quantile=self.quantile, form=self.law.form, window=self.law.window,
             law=self.law.record(), spread=self.spread.record(),
-            parts=IntervalParts(mean=self.var_mean, launch=self.var_launch, misspecification=self.var_misspecification),
+            parts=IntervalParts(mean=self.var_mean, launch=self.var_launch, misspecification=self.var_misspecification,
+                                test_sets=self.var_test_sets or None),
             std_parts=IntervalParts(mean=math.sqrt(self.var_mean), launch=math.sqrt(self.var_launch),
-                                    misspecification=math.sqrt(self.var_misspecification)),
+                                    misspecification=math.sqrt(self.var_misspecification),
+                                    test_sets=math.sqrt(self.var_test_sets) or None),
             test_sets_std=math.sqrt(self.var_test_sets),
             held_out=HeldOutErrors(batch_sizes=chosen.held.batch_sizes, errors=chosen.held.errors,
                                    excess=chosen.held.excess),
@@ -715,9 +720,13 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
         unmeasured = ("" if prediction.misspecification_measured else
                       f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
                       "term: no rung was held out")
+        # a known part no proxy narrows: two test sets' offset (binomial in their sizes)
+        offset = (f", {100 * math.sqrt(prediction.var_test_sets):.1f} points (std) of it the offset between the "
+                  "proxies' test set and the launch's" if prediction.var_test_sets >= 0.01 * prediction.variance else "")
+        bigger = ", or evaluate the proxies on a larger test set" if offset else ""
         return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
-                f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}",
-                f"{more}, or {CLIMB}, or raise fit.max_half_width")
+                f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}{offset}",
+                f"{more}, or {CLIMB}{bigger}, or raise fit.max_half_width")
     return None
 
 

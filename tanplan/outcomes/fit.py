@@ -57,11 +57,13 @@ class LaunchSpread(Result):
 
 @dataclass(frozen=True, kw_only=True)
 class IntervalParts(Result):
-    """The interval's three parts (variances, or their standard deviations)."""
+    """The interval's parts (variances, or their standard deviations): three always, and the test sets' offset
+    where the proxies and the launch are evaluated on different test sets."""
 
     mean: float
     launch: float
     misspecification: float
+    test_sets: float | None = optional()
 
 
 @dataclass(frozen=True, kw_only=True)

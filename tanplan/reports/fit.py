@@ -75,12 +75,11 @@ def parts_table(result: FitResult) -> str:
              "| one launch's own spread (the proxies' seed scatter where the law meets the target) | "
              f"{100 * std.launch:.2f} |\n"
              f"| misspecification ({mis}) | {100 * std.misspecification:.2f} |\n"
-             f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
+             + (f"| the test sets' offset (the proxies are evaluated on another test set than the launch's: a fixed "
+                f"difference of two test sets of these sizes, binomial) | {100 * std.test_sets:.2f} |\n"
+                if std.test_sets else "")
+             + f"| **total**: half-width = t × √(sum of squares), t = {result.quantile:.3f} | "
              f"**± {100 * result.half_width:.2f}** |")
-    if result.test_sets_std:
-        table += (f"\n\nNot in the interval: the proxies are evaluated on another test set than the launch's; two test "
-                  f"sets of these sizes differ by about ± {100 * result.test_sets_std:.2f} points (1 std, binomial), a "
-                  "fixed offset the proxies cannot show.")
     return table
 
 
@@ -161,10 +160,12 @@ def prediction_text(result) -> str:
     if parts is None and getattr(result, "std_parts", None) is not None and getattr(result, "half_width", None):
         std = result.std_parts
         parts, half = type(std)(mean=100 * std.mean, launch=100 * std.launch,
-                                misspecification=100 * std.misspecification), 100 * result.half_width
+                                misspecification=100 * std.misspecification,
+                                test_sets=100 * std.test_sets if std.test_sets else None), 100 * result.half_width
     if parts is not None and half is not None:
         text += (f"; ± {half:.2f} points: std of the law's mean {parts.mean:.2f}, of one launch {parts.launch:.2f}, "
-                 f"misspecification {parts.misspecification:.2f} points")
+                 f"misspecification {parts.misspecification:.2f}"
+                 + (f", the test sets' offset {parts.test_sets:.2f}" if parts.test_sets else "") + " points")
     data = getattr(result, "data_size", None)
     if data is not None:
         text += (f"; data size N_pub = {data.public_size} → N = {data.private_size}: {100 * data.shift:+.2f} points "

@@ -435,7 +435,8 @@ def _prediction_line(p: Prediction) -> str:
     low, high = p.interval
     return (f"{p.law.form} law on B' = {', '.join(map(str, p.law.window))}: {p.mean:.4f} [{low:.4f}, {high:.4f}] "
             f"(std of the law's mean {math.sqrt(p.var_mean):.4f}, of one launch {math.sqrt(p.var_launch):.4f}, "
-            f"misspecification {math.sqrt(p.var_misspecification):.4f})")
+            f"misspecification {math.sqrt(p.var_misspecification):.4f}"
+            + (f", the test sets' offset {math.sqrt(p.var_test_sets):.4f}" if p.var_test_sets else "") + ")")
 
 
 def ladder_result(outcome: LadderOutcome, cfg: Config, rows: Sequence[ProxyRun], basis: dict, wall: float,

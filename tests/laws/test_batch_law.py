@@ -188,13 +188,20 @@ def test_the_scatter_of_the_rise_below_a_knee_does_not_set_the_launchs_spread():
     assert np.median(across) < 0.5 * 0.005  # what the plateau's rungs alone avoid
 
 
-def test_a_test_set_difference_is_reported_beside_the_interval_not_in_it():
+def test_a_test_set_difference_is_in_the_interval_as_a_part_of_its_own():
+    """Proxies evaluated on another test set than the launch's: the two sets' offset (binomial) joins the
+    interval's variance as a known part, and the record names it; on one test set there is no such part."""
     rng = np.random.default_rng(7)
     data = rows(lambda b: 0.8, rng, noise=0.01)
     same, other = predict(data, 4096), predict(data, 4096, test_sizes=(1000, 1000))
     assert other.var_test_sets == pytest.approx(eval_set_variance(other.mean, 1000, 1000)) and same.var_test_sets == 0
-    assert other.interval == same.interval
+    assert other.mean == same.mean and other.quantile == same.quantile
+    assert other.variance == pytest.approx(same.variance + other.var_test_sets)
+    assert other.half_width == pytest.approx(same.quantile * math.sqrt(same.variance + other.var_test_sets))
+    assert other.interval[0] < same.interval[0] and other.interval[1] > same.interval[1]
     assert other.record().test_sets_std == pytest.approx(math.sqrt(other.var_test_sets))
+    assert other.record().std_parts.test_sets == pytest.approx(math.sqrt(other.var_test_sets))
+    assert same.record().std_parts.test_sets is None and "test_sets" not in same.record().std_parts.to_dict()
 
 
 def test_two_rungs_predict_from_the_top_one():
@@ -221,3 +228,14 @@ def test_predict_needs_two_rungs_of_two_seeds():
         predict([(16, 0.8), (16, 0.81)], 4096)
     with pytest.raises(ValueError, match="two seeds"):
         predict([(16, 0.8), (16, 0.81), (32, 0.8)], 4096)
+
+
+def test_a_refusal_names_the_test_sets_offset_and_what_narrows_it():
+    rng = np.random.default_rng(7)
+    data = rows(lambda b: 0.8, rng, noise=0.01)
+    p = predict(data, 4096, test_sizes=(100, 100))  # ± 5.7 points (std) between two 100-row test sets
+    why, change = verdict(p, max_half_width=0.05)
+    assert f"{100 * math.sqrt(p.var_test_sets):.1f} points (std) of it the offset between the proxies' test set" in why
+    assert "evaluate the proxies on a larger test set" in change
+    why, change = verdict(predict(data, 4096), max_half_width=0.001)  # one test set: no such part to name
+    assert "offset" not in why and "larger test set" not in change

@@ -48,7 +48,9 @@ def _run(tmp_path, n_public: int, lines: list, law=("fit.batch_sizes=[16, 32]", 
 
 def test_a_public_set_a_quarter_of_the_private_one_carries_the_measured_data_size_term(tmp_path, data_law_engine):
     lines = []
-    summary = _run(tmp_path, 400, lines)  # N = 1,600 private training examples, N_pub = 400: two doublings
+    # N = 1,600 private training examples, N_pub = 400: two doublings. Test sets of 400 rows each differ by 2.5
+    # points (std), a part of the interval: at fit.max_half_width = 10 the run would stop before its launch
+    summary = _run(tmp_path, 400, lines, law=("fit.batch_sizes=[16, 32]", "fit.seeds=3", "fit.max_half_width=20"))
     term = summary.data_size
     assert (term.public_size, term.private_size, term.half_size, term.batch_size) == (400, 1600, 200, 32)
     assert term.doublings == pytest.approx(2) and term.per_halving == pytest.approx(PER_HALVING, abs=0.006)

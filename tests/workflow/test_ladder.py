@@ -262,7 +262,9 @@ def test_auto_run_sweeps_then_the_ladder_trains_the_chosen_configuration_and_lau
     assert c.ladder == pytest.approx(summary.ladder.spent_fraction) and c.fit == 0
     assert summary.proxy_compute_fraction == pytest.approx(c.ladder + c.sweep)
     parts = summary.interval_parts
-    assert set(parts.to_dict()) == {"mean", "launch", "misspecification"} and parts.launch > 0
+    # the proxies tune on the public draw and are evaluated on its test set: the two test sets' offset is a part too
+    assert set(parts.to_dict()) == {"mean", "launch", "misspecification", "test_sets"} and parts.launch > 0
+    assert parts.test_sets > 0 and "the test sets' offset" in (tmp_path / "report.md").read_text()
     low, high = summary.prediction_interval
     assert low < summary.predicted_accuracy < high
     report = (tmp_path / "report.md").read_text()

@@ -43,7 +43,8 @@ def read_out(fit: FitResult) -> dict:
     if fit.predicted_accuracy is None or fit.std_parts is None or fit.lower_bound is None:
         return {}
     std = fit.std_parts
-    points = IntervalParts(mean=100 * std.mean, launch=100 * std.launch, misspecification=100 * std.misspecification)
+    points = IntervalParts(mean=100 * std.mean, launch=100 * std.launch, misspecification=100 * std.misspecification,
+                           test_sets=100 * std.test_sets if std.test_sets else None)
     return dict(lower_bound=fit.lower_bound, lower_bound_level=fit.lower_bound_level, interval_parts_points=points,
                 half_width_points=100 * fit.half_width if fit.half_width is not None else None,
                 data_size=fit.data_size)
