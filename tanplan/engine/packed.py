@@ -23,7 +23,8 @@ row of one slice into another: tests/dp/test_packed_sensitivity.py moves one exa
 only slice k's clipped sum move, by ≤ C);
 the noise is drawn once per step per run, from run k's key alone, and covers that run's whole sum. The
 accountant composes S Poisson-subsampled Gaussians of multiplier σ for each run, as for a run alone. The K
-batches are padded to one layout (the largest: padding chunks weigh zero, as in one run); a step's cost is the pack's, whatever each draw held. What each run publishes is what it would publish alone,
+batches are padded to one layout (the largest: padding chunks weigh zero, as in one run); a step's cost is
+the pack's, whatever each draw held. What each run publishes is what it would publish alone,
 except its wall time and steps per second, which are the pack's (public: the layout, K and the device).
 A run whose released parameters stop being finite stops there (its steps accounted, TrainingDiverged once
 the pack ends); the others go on. A signal checkpoints every run and stops the pack (RunInterrupted); a

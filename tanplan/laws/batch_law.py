@@ -499,7 +499,7 @@ class Prediction:
     var_mean: float  # the law's mean at B: coefficients' uncertainty, and the knee's place (var_knee)
     var_launch: float  # one launch's own spread: the seeds' variance where the law meets the target, at B
     var_misspecification: float  # the forward held-out error beyond seed noise
-    var_test_sets: float  # proxies and launch evaluated on different test sets: their offset (binomial), in the interval
+    var_test_sets: float  # proxies and launch on different test sets: their offset (binomial), in the interval
     misspecification_measured: bool = True  # False: no rung held out, the stated UNMEASURED_MISSPECIFICATION_STD
     level: float
     quantile: float  # Student t at `level`, the launch spread's degrees of freedom
@@ -721,8 +721,9 @@ def verdict(prediction: Prediction, max_half_width: float = 0.0) -> tuple[str, s
                       f", {100 * UNMEASURED_MISSPECIFICATION_STD:g} points (std) of it a stated misspecification "
                       "term: no rung was held out")
         # a known part no proxy narrows: two test sets' offset (binomial in their sizes)
+        named = prediction.var_test_sets >= 0.01 * prediction.variance
         offset = (f", {100 * math.sqrt(prediction.var_test_sets):.1f} points (std) of it the offset between the "
-                  "proxies' test set and the launch's" if prediction.var_test_sets >= 0.01 * prediction.variance else "")
+                  "proxies' test set and the launch's" if named else "")
         bigger = ", or evaluate the proxies on a larger test set" if offset else ""
         return (f"the interval for one launch {where} is ± {100 * prediction.half_width:.1f} points, wider than "
                 f"fit.max_half_width = {100 * max_half_width:g}{unmeasured}{offset}",

@@ -65,6 +65,12 @@ class IntervalParts(Result):
     misspecification: float
     test_sets: float | None = optional()
 
+    def in_points(self) -> "IntervalParts":
+        """The same standard deviations in accuracy points (× 100)."""
+        return IntervalParts(mean=100 * self.mean, launch=100 * self.launch,
+                             misspecification=100 * self.misspecification,
+                             test_sets=100 * self.test_sets if self.test_sets else None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class DataSizeRecord(Result):

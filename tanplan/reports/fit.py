@@ -159,9 +159,7 @@ def prediction_text(result) -> str:
     half = getattr(result, "half_width_points", None)
     if parts is None and getattr(result, "std_parts", None) is not None and getattr(result, "half_width", None):
         std = result.std_parts
-        parts, half = type(std)(mean=100 * std.mean, launch=100 * std.launch,
-                                misspecification=100 * std.misspecification,
-                                test_sets=100 * std.test_sets if std.test_sets else None), 100 * result.half_width
+        parts, half = std.in_points(), 100 * result.half_width
     if parts is not None and half is not None:
         text += (f"; ± {half:.2f} points: std of the law's mean {parts.mean:.2f}, of one launch {parts.launch:.2f}, "
                  f"misspecification {parts.misspecification:.2f}"

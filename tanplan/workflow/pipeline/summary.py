@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tanplan.fileio import write_json_atomic, write_text_atomic
 from tanplan.outcomes.fields import fields_of
-from tanplan.outcomes.fit import FitResult, IntervalParts, LadderResult
+from tanplan.outcomes.fit import FitResult, LadderResult
 from tanplan.outcomes.launch import LaunchResult
 from tanplan.outcomes.pipeline import LadderStatus, ProxyCompute, RunResult, SweepChoice
 from tanplan.outcomes.privacy_spent import PlannedTotal, Totals
@@ -42,10 +42,8 @@ def read_out(fit: FitResult) -> dict:
     none of it without a prediction that is an accuracy."""
     if fit.predicted_accuracy is None or fit.std_parts is None or fit.lower_bound is None:
         return {}
-    std = fit.std_parts
-    points = IntervalParts(mean=100 * std.mean, launch=100 * std.launch, misspecification=100 * std.misspecification,
-                           test_sets=100 * std.test_sets if std.test_sets else None)
-    return dict(lower_bound=fit.lower_bound, lower_bound_level=fit.lower_bound_level, interval_parts_points=points,
+    return dict(lower_bound=fit.lower_bound, lower_bound_level=fit.lower_bound_level,
+                interval_parts_points=fit.std_parts.in_points(),
                 half_width_points=100 * fit.half_width if fit.half_width is not None else None,
                 data_size=fit.data_size)
 
